@@ -1,0 +1,160 @@
+"""Router token format: how a request becomes a prompt and a plan becomes a completion.
+
+The router is a plain decoder LM. A prompt is `<bos>` + text tokens + one marker per
+attachment + `<plan>`; a completion is one `<step:ENGINE.TASK>` token per step, then
+`<eos>`. Every step is a single special token, so the plan grammar is a token-level
+automaton (see `grammar.py`) and a plan's probability is a product of a few factors.
+
+Design choices:
+- Text is normalised (NFKC, lower-case, collapsed whitespace) before training the
+  tokenizer and before encoding, so full-width punctuation or capitals in a creator's
+  request do not produce unseen tokens.
+- Attachment markers follow the text in a fixed order (image, video, audio), whatever
+  order the request lists them in: the plan depends on which kinds are there, not on
+  their order, and a fixed order keeps prompts canonical.
+- Special-token ids come first and in a fixed order (the catalog's order for steps), so a
+  tokenizer trained on different texts still maps every step to the same id.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from studio_align.errors import DataError
+from studio_align.intents.catalog import ATTACHMENT_KINDS, Catalog
+
+PAD, BOS, EOS, UNK, PLAN = "<pad>", "<bos>", "<eos>", "<unk>", "<plan>"
+BASE_SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK, PLAN)
+
+
+def attachment_token(kind: str) -> str:
+    return f"<att:{kind}>"
+
+
+def step_token(step: str) -> str:
+    return f"<step:{step}>"
+
+
+def special_tokens(catalog: Catalog) -> list[str]:
+    """All router special tokens, in id order: base tokens, attachment markers, steps."""
+    return [
+        *BASE_SPECIAL_TOKENS,
+        *(attachment_token(k) for k in ATTACHMENT_KINDS),
+        *(step_token(s) for s in catalog.names),
+    ]
+
+
+class TokenizerLike(Protocol):
+    """What the router needs from the engine's tokenizer."""
+
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: Sequence[int]) -> str: ...
+    def token_to_id(self, tok: str) -> int | None: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """NFKC, lower-case and single spaces: what both tokenizer training and encoding see."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip().lower()
+
+
+def request_fields(request: Any) -> tuple[str, list[str]]:
+    """(text, attachments) of a request given as a mapping or an object with those fields."""
+    if isinstance(request, Mapping):
+        text, atts = request.get("text"), request.get("attachments", [])
+    else:
+        text, atts = getattr(request, "text", None), getattr(request, "attachments", [])
+    if not isinstance(text, str):
+        raise DataError(f"routing request needs a string 'text', got {type(text).__name__}")
+    atts = list(atts or [])
+    bad = [a for a in atts if a not in ATTACHMENT_KINDS]
+    if bad:
+        raise DataError(
+            f"routing request: unknown attachment kind(s) {bad}; "
+            f"expected some of {list(ATTACHMENT_KINDS)}"
+        )
+    return text, atts
+
+
+def build_tokenizer(texts: Iterable[str], catalog: Catalog, vocab_size: int = 2048) -> Any:
+    """Train the engine's byte-level BPE tokenizer on request texts with the router tokens."""
+    from studio_align.models.tokenizer import Tokenizer
+
+    corpus = [normalize_text(t) for t in texts]
+    tok = Tokenizer.train(corpus, vocab_size=vocab_size, special_tokens=special_tokens(catalog))
+    check_tokenizer(tok, catalog)
+    return tok
+
+
+def check_tokenizer(tok: TokenizerLike, catalog: Catalog) -> None:
+    """Raise unless every router special token is a single known token."""
+    missing = [t for t in special_tokens(catalog) if tok.token_to_id(t) is None]
+    if missing:
+        raise DataError(
+            f"tokenizer lacks router token(s) {missing}; rebuild it with build_tokenizer "
+            "for this catalog"
+        )
+
+
+def _id(tok: TokenizerLike, token: str) -> int:
+    i = tok.token_to_id(token)
+    if i is None:
+        raise DataError(f"tokenizer has no token {token!r}")
+    return int(i)
+
+
+def encode_prompt(tok: TokenizerLike, request: Any) -> list[int]:
+    """`<bos>` + text tokens + attachment markers (fixed kind order) + `<plan>`."""
+    text, atts = request_fields(request)
+    ids = [_id(tok, BOS), *tok.encode(normalize_text(text))]
+    ids += [_id(tok, attachment_token(k)) for k in ATTACHMENT_KINDS if k in atts]
+    ids.append(_id(tok, PLAN))
+    return ids
+
+
+def encode_plan(tok: TokenizerLike, plan: Sequence[str]) -> list[int]:
+    """One step token per step, then `<eos>`."""
+    return [_id(tok, step_token(s)) for s in plan] + [_id(tok, EOS)]
+
+
+def step_id_map(tok: TokenizerLike, catalog: Catalog) -> dict[int, str]:
+    """Token id -> step name, for every catalog step."""
+    return {_id(tok, step_token(s)): s for s in catalog.names}
+
+
+def decode_plan(
+    tok: TokenizerLike, ids: Iterable[int], catalog: Catalog | None = None
+) -> list[str]:
+    """Step names from generated ids, stopping at `<eos>`/`<pad>`; non-step tokens are skipped.
+
+    With a catalog the id map is exact; without one, step tokens are recognised by their
+    `<step:...>` text (one decode call per id).
+    """
+    stop = {_id(tok, EOS), _id(tok, PAD)}
+    known = step_id_map(tok, catalog) if catalog is not None else None
+    plan: list[str] = []
+    for i in ids:
+        i = int(i)
+        if i in stop:
+            break
+        if known is not None:
+            if i in known:
+                plan.append(known[i])
+            continue
+        piece = tok.decode([i]).strip()
+        if piece.startswith("<step:") and piece.endswith(">"):
+            plan.append(piece[len("<step:") : -1])
+    return plan
+
+
+def is_cjk(text: str) -> bool:
+    """True when the text contains any CJK ideograph (the language split of evaluation)."""
+    return any("\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" for ch in text)
