@@ -1,0 +1,60 @@
+"""`studio-align serve router`: the tuned router over HTTP."""
+
+from __future__ import annotations
+
+import click
+
+from studio_align.config import apply_overrides, read_toml, validate
+
+
+@click.group("serve")
+def serve() -> None:
+    """Serve tuned models over HTTP."""
+
+
+@serve.command("router")
+@click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--host", default=None, help="Bind address [default: 127.0.0.1].")
+@click.option("--port", default=None, type=int, help="Port [default: 8000].")
+@click.option(
+    "--feedback-log", default=None, help="JSONL file that /v1/feedback appends route events to."
+)
+@click.option(
+    "--abstain-below", default=None, type=float, help="Confidence below which responses abstain."
+)
+@click.option(
+    "--watch",
+    "watch_seconds",
+    default=None,
+    type=float,
+    help="Poll the checkpoint dir every N s and reload on change.",
+)
+@click.option("--config", "config_path", default=None, type=click.Path(exists=True, dir_okay=False))
+@click.option("--set", "overrides", multiple=True, help="Override a config key: key=value.")
+def serve_router(
+    checkpoint: str,
+    host: str | None,
+    port: int | None,
+    feedback_log: str | None,
+    abstain_below: float | None,
+    watch_seconds: float | None,
+    config_path: str | None,
+    overrides: tuple[str, ...],
+) -> None:
+    """Serve a router checkpoint: POST /v1/route, /v1/feedback; GET /healthz, /metrics."""
+    from studio_align.serving.app import ServeConfig
+    from studio_align.serving.server import serve as run
+
+    data = apply_overrides(read_toml(config_path) if config_path else {}, overrides)
+    explicit = {
+        "checkpoint": checkpoint,
+        "host": host,
+        "port": port,
+        "feedback_log": feedback_log,
+        "abstain_below": abstain_below,
+        "watch_seconds": watch_seconds,
+    }
+    data.update({k: v for k, v in explicit.items() if v is not None})
+    cfg = validate(ServeConfig, data, source=config_path or "serve router")
+    click.echo(f"serving {cfg.checkpoint} on http://{cfg.host}:{cfg.port}", err=True)
+    run(cfg)
