@@ -134,9 +134,10 @@ def test_gspo_sequence_ratio_hand_value_and_gradient() -> None:
     old = jnp.zeros((1, 2))
     lp = jnp.log(jnp.array([[1.5, 0.5]]))
     s = math.sqrt(0.75)  # exp(mean(log 1.5, log 0.5))
-    f = lambda x: grpo_loss(
-        x, old, None, jnp.array([1.0]), jnp.ones((1, 2)), importance="sequence"
-    )[0]
+
+    def f(x):
+        return grpo_loss(x, old, None, jnp.array([1.0]), jnp.ones((1, 2)), importance="sequence")[0]
+
     assert float(f(lp)) == pytest.approx(-s, rel=1e-6)
     np.testing.assert_allclose(jax.grad(f)(lp), [[-s / 2, -s / 2]], rtol=1e-5)
 
