@@ -1,0 +1,441 @@
+"""Streaming JSONL reader for creator logs, with quarantine.
+
+Design choices:
+
+- **Binary, line by line.** Files are read as bytes and split on `\\n` only, so invalid
+  UTF-8 is detected (not replaced) and a quarantined line is copied byte for byte with
+  its original ending (`\\n`, `\\r\\n`, or none on a last line without a final newline).
+  Memory is bounded by the longest line, and lines longer than `max_line_bytes` are
+  themselves invalid (`line_too_long`) and streamed to quarantine in chunks, so peak
+  memory does not grow with the log or with a runaway line.
+- **Every physical line is accounted for**: `total == valid + invalid + blank`. A blank
+  line (only whitespace) carries no event; it is skipped and *counted* (`blank`), not
+  treated as invalid and not quarantined, so a trailing empty line does not fail a log.
+- **Every invalid line is reported** with file, line number (1-based) and a reason from
+  `Reason`; the first pydantic error picks the reason, the detail lists up to three.
+- **Context checks** run after schema validation: plan steps against a `Catalog` (pass
+  the plugin host's catalog so plugin engines count), and, unless disabled, that every
+  image exists (paths relative to the log file's directory; absolute paths as is).
+  Existence checks are cached (bounded LRU), so repeated images cost one `stat`.
+- A UTF-8 byte-order mark on a file's first line is tolerated (stripped for parsing,
+  kept verbatim in quarantine).
+- Event ids are not checked for uniqueness across lines: that needs memory that grows
+  with the log, which streaming rules out.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+from pydantic import ValidationError
+
+from studio_align.data.schemas import (
+    EVENT_ADAPTER,
+    EVENT_TYPES,
+    MISSING_ERROR,
+    RatingEvent,
+    RetouchEvent,
+    RouteEvent,
+    SelectionEvent,
+    image_fields,
+)
+from studio_align.errors import DataError
+from studio_align.intents.catalog import Catalog, default_catalog
+
+AnyEvent = SelectionEvent | RouteEvent | RetouchEvent | RatingEvent
+
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+DEFAULT_KEEP_INVALID = 100_000
+_BOM = b"\xef\xbb\xbf"
+_CHUNK = 1 << 20
+
+
+class Reason(StrEnum):
+    """Why a line is invalid."""
+
+    NON_UTF8 = "non_utf8"
+    BAD_JSON = "bad_json"
+    WRONG_TYPE = "wrong_type"
+    MISSING_FIELD = "missing_field"
+    UNKNOWN_TYPE = "unknown_type"
+    INVALID_VALUE = "invalid_value"
+    UNKNOWN_STEP = "unknown_step"
+    INVALID_PLAN = "invalid_plan"
+    MISSING_IMAGE = "missing_image"
+    LINE_TOO_LONG = "line_too_long"
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidLine:
+    path: str
+    line: int
+    reason: Reason
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "reason": str(self.reason),
+            "detail": self.detail,
+        }
+
+
+@dataclass(slots=True)
+class FileCounts:
+    path: str
+    lines: int = 0
+    valid: int = 0
+    invalid: int = 0
+    blank: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "lines": self.lines,
+            "valid": self.valid,
+            "invalid": self.invalid,
+            "blank": self.blank,
+        }
+
+
+@dataclass
+class ReadSummary:
+    """What a read saw. Filled in while iterating; complete once the reader is exhausted.
+
+    `invalid` keeps the first `keep_invalid` invalid lines (all of them are counted,
+    reported through `on_invalid` and quarantined); `invalid_not_kept` counts the rest.
+    """
+
+    total_lines: int = 0
+    valid: int = 0
+    blank: int = 0
+    invalid_count: int = 0
+    by_type: Counter[str] = field(default_factory=Counter)
+    by_reason: Counter[str] = field(default_factory=Counter)
+    invalid: list[InvalidLine] = field(default_factory=list)
+    invalid_not_kept: int = 0
+    files: list[FileCounts] = field(default_factory=list)
+    quarantine: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.invalid_count == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total_lines": self.total_lines,
+            "valid": self.valid,
+            "invalid": self.invalid_count,
+            "blank": self.blank,
+            "by_type": {t: self.by_type.get(t, 0) for t in EVENT_TYPES},
+            "by_reason": {str(k): v for k, v in sorted(self.by_reason.items())},
+            "invalid_lines": [x.to_dict() for x in self.invalid],
+            "invalid_not_kept": self.invalid_not_kept,
+            "files": [f.to_dict() for f in self.files],
+            "quarantine": self.quarantine,
+        }
+
+
+class Entry(NamedTuple):
+    """One valid event and where it came from (`base_dir` resolves its image paths)."""
+
+    event: AnyEvent
+    path: Path
+    line: int
+    base_dir: str
+
+    def image_path(self, image: str) -> str:
+        """The absolute, normalised path of an image named in this event."""
+        return os.path.normpath(os.path.join(self.base_dir, image))
+
+
+def expand_log_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Files as given; a directory stands for its `*.jsonl` files (recursive, sorted)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*.jsonl") if q.is_file())
+            if not found:
+                raise DataError(f"{p}: directory holds no *.jsonl log files")
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise DataError(f"{p}: no such log file or directory")
+    if not out:
+        raise DataError("no log files given")
+    return out
+
+
+class _Quarantine:
+    """Writes invalid lines verbatim. If a copied line had no final newline (last line
+    of a file) and another line follows, a `\\n` is inserted so lines never merge."""
+
+    def __init__(self, sink: IO[bytes]) -> None:
+        self._sink = sink
+        self._open_line = False
+
+    def start(self) -> None:
+        if self._open_line:
+            self._sink.write(b"\n")
+            self._open_line = False
+
+    def write(self, chunk: bytes) -> None:
+        if chunk:
+            self._sink.write(chunk)
+            self._open_line = not chunk.endswith(b"\n")
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _classify(err: ValidationError, data: bytes) -> tuple[Reason, str]:
+    errors = err.errors(include_url=False, include_input=False)
+    first = errors[0]
+    kind = first["type"]
+    if kind == "json_invalid":
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as u:
+            return Reason.NON_UTF8, f"invalid UTF-8 at byte {u.start}"
+        return Reason.BAD_JSON, first["msg"].removeprefix("Invalid JSON: ")
+    if kind == "union_tag_invalid":
+        tag = (first.get("ctx") or {}).get("tag")
+        return (
+            Reason.UNKNOWN_TYPE,
+            f"unknown event type {tag!r} (expected one of {', '.join(EVENT_TYPES)})",
+        )
+    if kind == "union_tag_not_found":
+        return Reason.MISSING_FIELD, "type: field required"
+    if kind in ("dict_type", "model_attributes_type") and not first["loc"]:
+        return Reason.WRONG_TYPE, "line is not a JSON object"
+
+    def describe(e: Any) -> str:
+        loc = e["loc"][1:] if e["loc"] and e["loc"][0] in EVENT_TYPES else e["loc"]
+        msg = "field required" if e["type"] == "missing" else e["msg"]
+        return f"{_loc(loc)}: {msg}" if loc else msg
+
+    detail = "; ".join(describe(e) for e in errors[:3])
+    if len(errors) > 3:
+        detail += f" (+{len(errors) - 3} more)"
+    if kind in ("missing", MISSING_ERROR):
+        return Reason.MISSING_FIELD, detail
+    if kind.endswith("_type"):
+        return Reason.WRONG_TYPE, detail
+    return Reason.INVALID_VALUE, detail
+
+
+class LogReader:
+    """Iterate the valid events of one or more creator logs; see the module docstring.
+
+    ```python
+    reader = LogReader(["logs/"], catalog=host.catalog, quarantine="bad.jsonl")
+    for entry in reader:            # Entry(event, path, line, base_dir)
+        ...
+    reader.summary                  # ReadSummary: counts by type, invalid lines, totals
+    ```
+
+    `quarantine` is a path (truncated and written) or an open binary file (written, not
+    closed). `on_invalid` is called with each `InvalidLine` as it is found.
+    """
+
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+        *,
+        catalog: Catalog | None = None,
+        check_images: bool = True,
+        quarantine: str | os.PathLike[str] | IO[bytes] | None = None,
+        on_invalid: Callable[[InvalidLine], None] | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        keep_invalid: int = DEFAULT_KEEP_INVALID,
+    ) -> None:
+        if isinstance(paths, str | os.PathLike):
+            paths = [paths]
+        self.paths = expand_log_paths(paths)
+        self.catalog = catalog if catalog is not None else default_catalog()
+        self.check_images = check_images
+        self.quarantine = quarantine
+        self.on_invalid = on_invalid
+        if max_line_bytes < 2:
+            raise ValueError("max_line_bytes must be at least 2")
+        self.max_line_bytes = max_line_bytes
+        self.keep_invalid = keep_invalid
+        self.summary = ReadSummary()
+        self._steps = frozenset(self.catalog.names)
+        self._isfile = functools.lru_cache(maxsize=65536)(os.path.isfile)
+        self._used = False
+        if isinstance(quarantine, str | os.PathLike):
+            q = Path(quarantine)
+            for p in self.paths:
+                if q.exists() and q.resolve() == p.resolve():
+                    raise DataError(f"quarantine file {q} is also an input log")
+            self.summary.quarantine = str(q)
+
+    def __iter__(self) -> Iterator[Entry]:
+        if self._used:
+            raise RuntimeError("a LogReader can be iterated once; make a new one")
+        self._used = True
+        q = self.quarantine
+        if q is None:
+            yield from self._read_all(None)
+        elif isinstance(q, str | os.PathLike):
+            Path(q).parent.mkdir(parents=True, exist_ok=True)
+            with open(q, "wb") as sink:
+                yield from self._read_all(_Quarantine(sink))
+        else:
+            yield from self._read_all(_Quarantine(q))
+
+    # -- internals -----------------------------------------------------------------
+
+    def _read_all(self, quarantine: _Quarantine | None) -> Iterator[Entry]:
+        for path in self.paths:
+            yield from self._read_file(path, quarantine)
+
+    def _read_file(self, path: Path, quarantine: _Quarantine | None) -> Iterator[Entry]:
+        summary = self.summary
+        counts = FileCounts(str(path))
+        summary.files.append(counts)
+        base_dir = str(path.resolve().parent)
+        limit = self.max_line_bytes
+        validate = EVENT_ADAPTER.validate_json
+        lineno = 0
+        with open(path, "rb") as f:
+            readline = f.readline
+            while True:
+                raw = readline(limit + 1)
+                if not raw:
+                    break
+                lineno += 1
+                counts.lines += 1
+                summary.total_lines += 1
+
+                if len(raw) > limit:  # longer than allowed: consume (and copy) the rest
+                    size = len(raw)
+                    if quarantine is not None:
+                        quarantine.start()
+                        quarantine.write(raw)
+                    while not raw.endswith(b"\n"):
+                        raw = readline(_CHUNK)
+                        if not raw:
+                            break
+                        size += len(raw)
+                        if quarantine is not None:
+                            quarantine.write(raw)
+                    self._invalid(
+                        counts,
+                        InvalidLine(
+                            str(path), lineno, Reason.LINE_TOO_LONG, f"{size} bytes > {limit}"
+                        ),
+                        None,
+                        None,
+                    )
+                    continue
+
+                if raw.isspace():
+                    counts.blank += 1
+                    summary.blank += 1
+                    continue
+
+                data = raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw
+                try:
+                    event = validate(data)
+                except ValidationError as err:
+                    reason, detail = _classify(err, data)
+                    self._invalid(
+                        counts, InvalidLine(str(path), lineno, reason, detail), quarantine, raw
+                    )
+                    continue
+
+                problem = self._context_problem(event, base_dir)
+                if problem is not None:
+                    reason, detail = problem
+                    self._invalid(
+                        counts, InvalidLine(str(path), lineno, reason, detail), quarantine, raw
+                    )
+                    continue
+
+                counts.valid += 1
+                summary.valid += 1
+                summary.by_type[event.type] += 1
+                yield Entry(event, path, lineno, base_dir)
+
+    def _context_problem(self, event: AnyEvent, base_dir: str) -> tuple[Reason, str] | None:
+        if isinstance(event, RouteEvent):
+            plans = [("proposed", event.proposed)]
+            if event.final is not None:
+                plans.append(("final", event.final))
+            unknown = [
+                f"{name}[{i}] {step!r}"
+                for name, plan in plans
+                for i, step in enumerate(plan)
+                if step not in self._steps
+            ]
+            if unknown:
+                return Reason.UNKNOWN_STEP, "unknown step " + ", ".join(unknown)
+            preferred = event.preferred_plan
+            if preferred is not None:
+                problems = self.catalog.plan_problems(preferred, event.request.attachments)
+                if problems:
+                    which = "final" if event.outcome == "rerouted" else "proposed"
+                    return Reason.INVALID_PLAN, f"{which} plan ({event.outcome}): " + "; ".join(
+                        problems
+                    )
+        elif self.check_images:
+            missing = []
+            for loc, image in image_fields(event):
+                full = os.path.normpath(os.path.join(base_dir, image))
+                if not self._isfile(full):
+                    missing.append(f"{loc} {image!r} not found ({full})")
+            if missing:
+                return Reason.MISSING_IMAGE, "; ".join(missing)
+        return None
+
+    def _invalid(
+        self,
+        counts: FileCounts,
+        bad: InvalidLine,
+        quarantine: _Quarantine | None,
+        raw: bytes | None,
+    ) -> None:
+        summary = self.summary
+        counts.invalid += 1
+        summary.invalid_count += 1
+        summary.by_reason[bad.reason] += 1
+        if len(summary.invalid) < self.keep_invalid:
+            summary.invalid.append(bad)
+        else:
+            summary.invalid_not_kept += 1
+        if quarantine is not None and raw is not None:
+            quarantine.start()
+            quarantine.write(raw)
+        if self.on_invalid is not None:
+            self.on_invalid(bad)
+
+
+def validate_logs(
+    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], **options: Any
+) -> ReadSummary:
+    """Read the logs to the end (events discarded) and return the summary.
+
+    Options are `LogReader`'s (`catalog`, `check_images`, `quarantine`, `on_invalid`, ...).
+    """
+    reader = LogReader(paths, **options)
+    for _ in reader:
+        pass
+    return reader.summary
