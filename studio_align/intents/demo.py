@@ -1,0 +1,184 @@
+"""Deterministic generator of labelled creative requests (the embedded demo data).
+
+Each example is a DESIGN.md labelled routing example,
+`{"request": {"text", "attachments"}, "plan": [...]}`, drawn from the intents of
+`demo_phrases.py`: about half Chinese and half English, single steps and the common
+2- and 3-step plans, with attachments where the plan needs them.
+
+Variation, so a router cannot pass by memorising strings:
+- many templates per intent and language, filled from slot pools (subjects, styles,
+  durations, moods, looks, products, ...);
+- mixed language: a slot filled from the other language's pool, or Chinese product
+  words switched to English (`视频` -> `video`);
+- politeness prefixes and suffixes, random capitalisation, and typos (adjacent swap,
+  dropped or doubled letter in English; a dropped character in Chinese).
+
+Splits: `split="train"` uses each intent's training templates, `split="heldout"` only
+the held-out templates (phrasings never seen in training). Everything is a pure
+function of the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from studio_align.intents.demo_phrases import (
+    HELDOUT_PER_LANG,
+    INTENTS,
+    PREFIXES,
+    SLOTS,
+    SUFFIXES,
+    ZH_TO_EN_WORDS,
+    Intent,
+)
+
+Split = Literal["train", "heldout"]
+LANGS = ("en", "zh")
+
+
+def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
+    """The templates of one intent, language and split."""
+    pool: tuple[str, ...] = intent.en if lang == "en" else intent.zh
+    return pool[:-HELDOUT_PER_LANG] if split == "train" else pool[-HELDOUT_PER_LANG:]
+
+
+def _fill(template: str, lang: str, rng: random.Random, mix_prob: float) -> str:
+    out = template
+    for name, pools in SLOTS.items():
+        key = "{" + name + "}"
+        while key in out:
+            src = lang if rng.random() >= mix_prob else ("zh" if lang == "en" else "en")
+            out = out.replace(key, rng.choice(pools[src]), 1)
+    return out
+
+
+def _typo_en(text: str, rng: random.Random) -> str:
+    words = text.split(" ")
+    cands = [i for i, w in enumerate(words) if len(w) > 3 and w.isalpha()]
+    if not cands:
+        return text
+    i = rng.choice(cands)
+    w = words[i]
+    j = rng.randrange(1, len(w) - 1)
+    op = rng.randrange(3)
+    if op == 0:
+        w = w[:j] + w[j + 1] + w[j] + w[j + 2 :]
+    elif op == 1:
+        w = w[:j] + w[j + 1 :]
+    else:
+        w = w[:j] + w[j] + w[j:]
+    words[i] = w
+    return " ".join(words)
+
+
+def _typo_zh(text: str, rng: random.Random) -> str:
+    idx = [i for i, ch in enumerate(text) if "\u4e00" <= ch <= "\u9fff"]
+    if len(idx) < 6:
+        return text
+    i = rng.choice(idx)
+    return text[:i] + text[i + 1 :]
+
+
+def render_request(
+    intent: Intent,
+    lang: str,
+    rng: random.Random,
+    *,
+    split: Split = "train",
+    mix_prob: float = 0.12,
+    switch_prob: float = 0.15,
+    typo_prob: float = 0.12,
+) -> str:
+    """One request text for `intent` in `lang` (see module docstring for the noise)."""
+    text = _fill(rng.choice(templates(intent, lang, split)), lang, rng, mix_prob)
+    if lang == "zh" and rng.random() < switch_prob:
+        word = rng.choice([w for w in ZH_TO_EN_WORDS if w in text] or [""])
+        if word:
+            text = text.replace(word, ZH_TO_EN_WORDS[word], 1)
+    text = rng.choice(PREFIXES[lang]) + text + rng.choice(SUFFIXES[lang])
+    if rng.random() < typo_prob:
+        text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
+    if lang == "en" and rng.random() < 0.3:
+        text = text[:1].upper() + text[1:]
+    if rng.random() < 0.05:
+        text = text.rstrip(string.punctuation + "！～，") + rng.choice(["?", ".", "…", " :)"])
+    return text
+
+
+def make_example(intent: Intent, text: str) -> dict[str, Any]:
+    return {
+        "request": {"text": text, "attachments": list(intent.attachments)},
+        "plan": list(intent.plan),
+    }
+
+
+def generate_examples(
+    n: int,
+    *,
+    seed: int = 0,
+    split: Split = "train",
+    intents: Sequence[Intent] = INTENTS,
+    zh_fraction: float = 0.5,
+) -> list[dict[str, Any]]:
+    """`n` labelled routing examples, cycling through intents so each is covered evenly."""
+    rng = random.Random(f"demo:{seed}:{split}")
+    out = []
+    order: list[Intent] = []
+    for _ in range(n):
+        if not order:
+            order = list(intents)
+            rng.shuffle(order)
+        intent = order.pop()
+        lang = "zh" if rng.random() < zh_fraction else "en"
+        out.append(make_example(intent, render_request(intent, lang, rng, split=split)))
+    return out
+
+
+def demo_splits(
+    *, seed: int = 0, n_train: int = 3000, n_val: int = 300, n_heldout: int = 600
+) -> dict[str, list[dict[str, Any]]]:
+    """Train and validation from the training phrasings, held-out from unseen phrasings."""
+    both = generate_examples(n_train + n_val, seed=seed, split="train")
+    return {
+        "train": both[:n_train],
+        "val": both[n_train:],
+        "heldout": generate_examples(n_heldout, seed=seed + 1, split="heldout"),
+    }
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return p
+
+
+def read_examples(path: str | Path) -> list[dict[str, Any]]:
+    """Read labelled routing examples (JSONL); a bad line raises naming file and line."""
+    from studio_align.errors import DataError
+
+    p = Path(path)
+    rows = []
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as e:
+        raise DataError(f"{p}: file not found") from e
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            req, plan = row["request"], row["plan"]
+            if not isinstance(req.get("text"), str) or not isinstance(plan, list):
+                raise TypeError("request.text must be a string and plan a list")
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise DataError(f"{p}:{i}: not a labelled routing example ({e})") from e
+        rows.append(row)
+    return rows
