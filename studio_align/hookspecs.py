@@ -1,0 +1,98 @@
+"""The plugin contract: hook specifications and the types plugins register.
+
+Design choices:
+
+* pluggy project name `studio_align`; every hook carries the prefix `studio_align_`.
+* Registration hooks take a `register` callback (as the `llm` CLI does) instead of
+  returning values, so the host can validate each registration as it happens and name
+  the plugin and hook at fault.
+* A plugin marks its functions with `hookimpl` (exported here); the host also accepts
+  unmarked module-level functions whose name starts with `studio_align_`, so a
+  single-file plugin needs no imports at all.
+
+A reward plugin, complete::
+
+    from studio_align.hookspecs import hookimpl
+
+    @hookimpl
+    def studio_align_register_rewards(register):
+        def short_plans(plans):
+            return [1.0 / (1 + len(p)) for p in plans]
+        register(short_plans)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import pluggy
+
+if TYPE_CHECKING:
+    import numpy as np
+    from PIL import Image
+
+PROJECT = "studio_align"
+HOOK_PREFIX = "studio_align_"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """An image (and optionally text) encoder, as made by an `EncoderSpec.factory`.
+
+    `identity` names the encoder and its weights exactly (it keys the embedding cache);
+    `encode_images` returns float32 `[N, dim]`. Text-capable encoders also define
+    `encode_texts(list[str]) -> [N, dim]`.
+    """
+
+    identity: str
+    dim: int
+
+    def encode_images(self, images: list[Image.Image]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """A named encoder factory: `factory(**options) -> Encoder`."""
+
+    name: str
+    factory: Callable[..., Encoder]
+    description: str = ""
+    plugin: str | None = None
+
+
+@hookspec
+def studio_align_register_rewards(register: Callable[..., None]) -> None:
+    """Register reward functions: `register(fn_or_Reward, name=None, description=None)`.
+
+    A reward takes keyword arguments named after batch columns (`requests`, `plans`,
+    `gold_plans`, `images`, `prompts`, `creators`, ...) and returns one float or `None`
+    per sample. See `studio_align.rewards`.
+    """
+
+
+@hookspec
+def studio_align_register_encoders(register: Callable[..., None]) -> None:
+    """Register encoders: `register(EncoderSpec | factory, name=None, description=None)`."""
+
+
+@hookspec
+def studio_align_register_engines(register: Callable[..., None]) -> None:
+    """Register generation engines for the router's catalog: `register(Engine)`."""
+
+
+@hookspec
+def studio_align_register_commands(cli: Any) -> None:
+    """Add click commands to the `studio-align` command line: `@cli.command()` etc."""
+
+
+@hookspec
+def studio_align_on_metrics(run: str, step: int, metrics: Mapping[str, float]) -> None:
+    """Receive training metrics (loggers such as TensorBoard plug in here).
+
+    `metrics` is a read-only mapping; fired by `PluginHost.fire_metrics`.
+    """

@@ -1,0 +1,316 @@
+"""Rewards: the `Reward` registration type and the batched scoring call.
+
+A reward is a callable that takes keyword arguments named after batch columns
+(`requests`, `plans`, `gold_plans`, `images`, `prompts`, `creators`, or any extra column
+of the dataset) and returns one number per sample, `None` meaning "no opinion".
+
+Design choices:
+
+* Only the arguments a reward names are passed, so the host can add columns without
+  breaking rewards; a reward with `**kwargs` receives every column. A named argument
+  the batch lacks is an error, unless the parameter has a default.
+* Besides per-sample columns, `score_batch` takes a `context` of batch-wide values
+  (the engine `catalog`, say) that are passed by the same naming rule.
+* `async def` rewards (anything returning an awaitable) are awaited concurrently with
+  `asyncio.gather` after the synchronous ones have run.
+* Outputs are checked strictly: an exception, a wrong length, NaN/inf or a non-number
+  raises `RewardError` naming the reward and the plugin that registered it.
+* `None` becomes NaN in the per-reward array; the combined total is the weighted sum
+  over the rewards that have an opinion on that sample (0.0 if none has).
+* Metrics per reward: mean and std over samples with an opinion (0.0 when no sample has
+  one) and the fraction of `None`; plus mean and std of the total.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import math
+import numbers
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from studio_align.errors import ConfigError, RewardError
+
+_NO_DEFAULT = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A named reward function (see the module docstring for the calling convention)."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str = ""
+    plugin: str | None = None
+    _params: tuple[tuple[str, bool], ...] = field(default=(), init=False, repr=False, compare=False)
+    _takes_all: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise RewardError(f"reward name must be a non-empty string, got {self.name!r}")
+        if not callable(self.fn):
+            raise RewardError(
+                f"reward {self.name!r}: fn must be callable, got {type(self.fn).__name__}"
+            )
+        try:
+            sig = inspect.signature(self.fn)
+        except (TypeError, ValueError) as e:
+            raise RewardError(f"reward {self.name!r}: cannot read its signature: {e}") from e
+        params: list[tuple[str, bool]] = []
+        takes_all = False
+        for p in sig.parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                takes_all = True
+            elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                params.append((p.name, p.default is _NO_DEFAULT))
+            elif p.kind is p.POSITIONAL_ONLY and p.default is _NO_DEFAULT:
+                raise RewardError(
+                    f"reward {self.name!r}: positional-only parameter {p.name!r} cannot be "
+                    "passed by column name"
+                )
+        object.__setattr__(self, "_params", tuple(params))
+        object.__setattr__(self, "_takes_all", takes_all)
+
+    @property
+    def label(self) -> str:
+        """`reward 'x'` or `reward 'x' (plugin p)`, for error messages."""
+        return f"reward {self.name!r}" + (f" (plugin {self.plugin})" if self.plugin else "")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Argument names the reward accepts (all columns if it takes `**kwargs`)."""
+        return tuple(name for name, _ in self._params)
+
+    @property
+    def required_columns(self) -> tuple[str, ...]:
+        """Argument names without a default: the batch must provide these."""
+        return tuple(name for name, required in self._params if required)
+
+    def arguments(self, available: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments to call `fn` with, chosen from `available` by name."""
+        if self._takes_all:
+            return dict(available)
+        missing = [n for n in self.required_columns if n not in available]
+        if missing:
+            raise RewardError(
+                f"{self.label} needs column(s) {', '.join(map(repr, missing))} that the batch "
+                f"does not have (available: {', '.join(sorted(available)) or 'none'})"
+            )
+        return {n: available[n] for n in self.columns if n in available}
+
+
+@dataclass
+class RewardScores:
+    """Result of `score_batch`: combined totals, per-reward arrays (NaN = None), metrics."""
+
+    total: np.ndarray
+    per_reward: dict[str, np.ndarray]
+    metrics: dict[str, float]
+    weights: dict[str, float]
+
+
+RewardsArg = Mapping[str, Reward] | Iterable[Reward | Callable[..., Any]]
+
+
+def as_rewards(rewards: RewardsArg) -> dict[str, Reward]:
+    """Normalise a mapping or list of `Reward`s (or bare callables) to `{name: Reward}`."""
+    items = rewards.values() if isinstance(rewards, Mapping) else rewards
+    out: dict[str, Reward] = {}
+    for r in items:
+        reward = r if isinstance(r, Reward) else Reward(getattr(r, "__name__", repr(r)), r)
+        if reward.name in out:
+            raise RewardError(f"reward {reward.name!r} given twice")
+        out[reward.name] = reward
+    return out
+
+
+def resolve_weights(names: Iterable[str], weights: Mapping[str, Any] | None) -> dict[str, float]:
+    """Weight per reward: from `weights`, 1.0 when missing; unknown names are errors."""
+    names = list(names)
+    weights = dict(weights or {})
+    unknown = sorted(set(weights) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"reward weight(s) for unknown reward(s) {', '.join(map(repr, unknown))} "
+            f"(rewards in use: {', '.join(names) or 'none'})"
+        )
+    out = {}
+    for name in names:
+        w = weights.get(name, 1.0)
+        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w):
+            raise ConfigError(f"reward weight for {name!r} must be a finite number, got {w!r}")
+        out[name] = float(w)
+    return out
+
+
+def _batch_size(columns: Mapping[str, Any], size: int | None) -> int:
+    n = size
+    for key, col in columns.items():
+        try:
+            length = len(col)
+        except TypeError:
+            raise RewardError(f"column {key!r} has no length ({type(col).__name__})") from None
+        if n is None:
+            n = length
+        elif length != n:
+            raise RewardError(f"column {key!r} has {length} rows, expected {n}")
+    if n is None:
+        raise RewardError("score_batch: no columns given; pass size= for the number of samples")
+    return n
+
+
+def _to_array(reward: Reward, out: Any, n: int) -> np.ndarray:
+    """Check one reward's output and convert it to float64 with NaN for None."""
+    if isinstance(out, (str, bytes, Mapping)) or out is None:
+        raise RewardError(
+            f"{reward.label} returned {type(out).__name__}, expected a sequence of {n} numbers"
+        )
+    if not isinstance(out, (list, tuple)) and hasattr(out, "__array__"):
+        out = np.asarray(out)
+    if isinstance(out, np.ndarray) and out.ndim != 1:
+        raise RewardError(f"{reward.label} returned an array of shape {out.shape}, expected ({n},)")
+    try:
+        values = list(out)
+    except TypeError:
+        raise RewardError(
+            f"{reward.label} returned {type(out).__name__}, expected a sequence of {n} numbers"
+        ) from None
+    if len(values) != n:
+        raise RewardError(f"{reward.label} returned {len(values)} values for a batch of {n}")
+    arr = np.empty(n, dtype=np.float64)
+    for i, v in enumerate(values):
+        if v is None:
+            arr[i] = np.nan
+            continue
+        if not isinstance(v, (numbers.Real, np.bool_)):
+            raise RewardError(
+                f"{reward.label} returned a non-number at sample {i}: {type(v).__name__} {v!r:.60}"
+            )
+        x = float(v)
+        if not math.isfinite(x):
+            raise RewardError(f"{reward.label} returned {x} at sample {i}")
+        arr[i] = x
+    return arr
+
+
+def _combine(
+    rewards: dict[str, Reward], outputs: dict[str, Any], weights: dict[str, float], n: int
+) -> RewardScores:
+    per_reward = {name: _to_array(rewards[name], outputs[name], n) for name in rewards}
+    total = np.zeros(n, dtype=np.float64)
+    metrics: dict[str, float] = {}
+    for name, arr in per_reward.items():
+        opinion = ~np.isnan(arr)
+        total += np.where(opinion, arr * weights[name], 0.0)
+        seen = arr[opinion]
+        metrics[f"reward/{name}/mean"] = float(seen.mean()) if seen.size else 0.0
+        metrics[f"reward/{name}/std"] = float(seen.std()) if seen.size else 0.0
+        metrics[f"reward/{name}/none_frac"] = float(1.0 - opinion.mean()) if n else 0.0
+    metrics["reward/total/mean"] = float(total.mean()) if n else 0.0
+    metrics["reward/total/std"] = float(total.std()) if n else 0.0
+    return RewardScores(total=total, per_reward=per_reward, metrics=metrics, weights=weights)
+
+
+def _start(
+    rewards: dict[str, Reward], available: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Awaitable[Any]]]:
+    """Call every reward; sync results come back at once, async ones as awaitables."""
+    done: dict[str, Any] = {}
+    pending: dict[str, Awaitable[Any]] = {}
+    try:
+        for name, reward in rewards.items():
+            kwargs = reward.arguments(available)
+            try:
+                out = reward.fn(**kwargs)
+            except Exception as e:
+                raise RewardError(f"{reward.label} raised {type(e).__name__}: {e}") from e
+            if inspect.isawaitable(out):
+                pending[name] = out
+            else:
+                done[name] = out
+    except BaseException:
+        for aw in pending.values():
+            if inspect.iscoroutine(aw):
+                aw.close()
+        raise
+    return done, pending
+
+
+async def _gather(rewards: dict[str, Reward], pending: dict[str, Awaitable[Any]]) -> dict[str, Any]:
+    names = list(pending)
+    results = await asyncio.gather(*(pending[n] for n in names), return_exceptions=True)
+    out: dict[str, Any] = {}
+    for name, res in zip(names, results, strict=True):
+        if isinstance(res, BaseException):
+            if not isinstance(res, Exception):
+                raise res
+            raise RewardError(f"{rewards[name].label} raised {type(res).__name__}: {res}") from res
+        out[name] = res
+    return out
+
+
+def _prepare(
+    rewards: RewardsArg,
+    weights: Mapping[str, Any] | None,
+    columns: Mapping[str, Sequence[Any]] | None,
+    context: Mapping[str, Any] | None,
+    size: int | None,
+) -> tuple[dict[str, Reward], dict[str, float], dict[str, Any], int]:
+    rs = as_rewards(rewards)
+    w = resolve_weights(rs, weights)
+    columns = dict(columns or {})
+    n = _batch_size(columns, size)
+    context = dict(context or {})
+    clash = sorted(set(columns) & set(context))
+    if clash:
+        raise RewardError(f"names given both as columns and as context: {', '.join(clash)}")
+    return rs, w, {**context, **columns}, n
+
+
+def score_batch(
+    rewards: RewardsArg,
+    weights: Mapping[str, Any] | None = None,
+    columns: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    context: Mapping[str, Any] | None = None,
+    size: int | None = None,
+) -> RewardScores:
+    """Score one batch with every reward and combine them with `weights`.
+
+    `columns` maps column names to per-sample sequences of equal length; `context` holds
+    batch-wide values passed by the same naming rule. Safe to call from inside a running
+    event loop (async rewards then run on a helper thread); from async code prefer
+    `score_batch_async`.
+    """
+    rs, w, available, n = _prepare(rewards, weights, columns, context, size)
+    done, pending = _start(rs, available)
+    if pending:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            done.update(asyncio.run(_gather(rs, pending)))
+        else:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                done.update(pool.submit(asyncio.run, _gather(rs, pending)).result())
+    return _combine(rs, done, w, n)
+
+
+async def score_batch_async(
+    rewards: RewardsArg,
+    weights: Mapping[str, Any] | None = None,
+    columns: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    context: Mapping[str, Any] | None = None,
+    size: int | None = None,
+) -> RewardScores:
+    """`score_batch` for callers already inside an event loop."""
+    rs, w, available, n = _prepare(rewards, weights, columns, context, size)
+    done, pending = _start(rs, available)
+    if pending:
+        done.update(await _gather(rs, pending))
+    return _combine(rs, done, w, n)
