@@ -1,26 +1,157 @@
 """The `studio-align` command line (click).
 
 Thin by design: every command parses options, calls one library function and prints.
-Library errors (`StudioAlignError`) become a one-line reason and exit code 2 here, and
-only here.
+
+Design choices:
+
+* `main` is a `StudioAlignGroup`: its repeatable `--plugin MODULE_OR_FILE.py` option is
+  eager, so those plugins are loaded (together with built-ins, entry points and
+  `STUDIO_ALIGN_PLUGINS`) before click resolves the subcommand; commands that plugins
+  add through `studio_align_register_commands` are therefore callable and listed in
+  `--help`. The host built for an invocation is the process default (`get_host()`)
+  for its duration and the previous default is restored afterwards.
+* Library errors (`StudioAlignError`) become a one-line `Error: ...` and exit code 2
+  here, and only here; `STUDIO_ALIGN_DEBUG=1` lets the traceback through instead.
+* Command modules: each command group lives in `studio_align/cli/<x>_cmd.py` and is
+  listed once in `COMMAND_MODULES`. A module either decorates its command with
+  `@main.command(...)`/`@main.group(...)` or exports a click command named after the
+  module without `_cmd` (`data_cmd.data`). A listed module that does not exist yet is
+  skipped; any other import error is raised, never hidden.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
 import click
 
 from studio_align import __version__
+from studio_align.errors import PluginError, StudioAlignError
+from studio_align.plugins import PluginHost, set_host, using_host
+
+DEBUG_ENV = "STUDIO_ALIGN_DEBUG"
+_SPECS_KEY = "studio_align.plugin_specs"
+_HOST_KEY = "studio_align.host"
+
+# Command modules (studio_align/cli/<name>.py), imported in this order if present.
+COMMAND_MODULES: list[str] = [
+    "plugins_cmd",
+    "data_cmd",
+    "train_cmd",
+    "eval_cmd",
+    "serve_cmd",
+    "autotune_cmd",
+    "quickstart_cmd",
+]
 
 
-@click.group()
+class CliError(click.ClickException):
+    """A `StudioAlignError` as click shows it: `Error: <one line>`, exit code 2."""
+
+    exit_code = 2
+
+
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@contextlib.contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn `StudioAlignError` into `CliError` (unless `STUDIO_ALIGN_DEBUG=1`)."""
+    try:
+        yield
+    except StudioAlignError as e:
+        if _debug():
+            raise
+        message = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+        raise CliError(message or type(e).__name__) from e
+
+
+class StudioAlignGroup(click.Group):
+    """Root group: loads plugins before resolving subcommands; maps errors to exit 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        with using_host(None):
+            return super().main(*args, **kwargs)
+
+    def host(self, ctx: click.Context) -> PluginHost:
+        """The plugin host of this invocation, built on first use."""
+        root = ctx.find_root()
+        host = root.meta.get(_HOST_KEY)
+        if host is None:
+            with cli_errors():
+                host = PluginHost.default(root.meta.get(_SPECS_KEY, ()))
+                clash = sorted(set(host.commands) & set(self.commands))
+                if clash:
+                    owners = ", ".join(f"{c!r} (plugin {host.command_owner(c)})" for c in clash)
+                    raise PluginError(f"plugin command(s) {owners} clash with built-in commands")
+            set_host(host)
+            root.meta[_HOST_KEY] = host
+        return host
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        with cli_errors():
+            return sorted({*super().list_commands(ctx), *self.host(ctx).commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None:
+            cmd = self.host(ctx).commands.get(cmd_name)
+        return cmd
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with cli_errors():
+            return super().invoke(ctx)
+
+
+def _load_plugins(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> None:
+    ctx.meta[_SPECS_KEY] = tuple(value)
+    assert isinstance(ctx.command, StudioAlignGroup)
+    ctx.command.host(ctx)
+
+
+@click.group(cls=StudioAlignGroup)
+@click.option(
+    "--plugin",
+    multiple=True,
+    metavar="MODULE_OR_FILE.py",
+    is_eager=True,
+    expose_value=False,
+    callback=_load_plugins,
+    help="Load a plugin module or .py file (repeatable; before the subcommand).",
+)
 @click.version_option(__version__, prog_name="studio-align")
 def main() -> None:
     """Alignment SDK for creative platforms."""
 
 
 def _register_subcommands() -> None:
-    # Each command group lives in its own module; imported here so `main` is complete.
-    from studio_align.cli import data_cmd, eval_cmd, train_cmd  # noqa: F401
+    """Import every present module of `COMMAND_MODULES` and add its command to `main`."""
+    for stem in COMMAND_MODULES:
+        modname = f"{__name__}.{stem}"
+        before = set(main.commands)
+        try:
+            module = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name == modname:
+                continue  # not written yet
+            raise
+        cmd = getattr(module, stem.removesuffix("_cmd"), None)
+        if isinstance(cmd, click.Command):
+            if main.commands.get(cmd.name or "") is not cmd:
+                main.add_command(cmd)
+        elif set(main.commands) == before and not any(
+            isinstance(v, click.Command) and main.commands.get(v.name or "") is v
+            for v in vars(module).values()
+        ):
+            raise RuntimeError(
+                f"{modname} defines no command: decorate one with @main.command/@main.group "
+                f"or export a click command named {stem.removesuffix('_cmd')!r}"
+            )
 
 
-# _register_subcommands() is wired in by the plugin-host work (see plugins_cmd).
+_register_subcommands()
