@@ -14,6 +14,8 @@ from __future__ import annotations
 BUILTIN_PLUGINS: list[str] = [
     "studio_align.plugins.catalog",
     "studio_align.plugins.routing",
+    "studio_align.plugins.aesthetics",
+    "studio_align.plugins.encoders",
 ]
 
 from studio_align.hookspecs import Encoder, EncoderSpec, hookimpl  # noqa: E402

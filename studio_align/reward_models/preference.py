@@ -1,0 +1,239 @@
+"""Bradley-Terry preference heads over image embeddings (flax NNX, optax).
+
+score(x, creator) = population(x) + delta[creator] . z(x)
+
+- `population` is a linear layer or a one-hidden-layer MLP over standardised features
+  z(x) (the mean/std are fitted on the training images and stored with the model);
+- `delta` is an optional per-creator linear correction, initialised at zero and pulled
+  towards zero by an L2 penalty (`creator_l2`), so a creator with few selections scores
+  like the population and one with many departs from it as far as their data supports.
+  Unknown creators (index -1) get the population score.
+
+Training is full-batch or minibatch Adam(W) on `bradley_terry_loss` from
+`studio_align.algorithms`; the step is one `nnx.jit` function, compiled once. The model
+is saved as `weights.npz` + `meta.json` in a directory; `meta.json` carries the
+architecture, the encoder (name, options, identity), the held-out figures and the
+quality-gate verdict, which `load_preference_model(..., require_gate=True)` enforces.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from studio_align.algorithms.bradley_terry import bradley_terry_loss
+from studio_align.errors import CheckpointError, QualityGateError
+
+
+class Stat(nnx.Variable):
+    """Non-trainable feature statistics (mean, std)."""
+
+
+class PreferenceModel(nnx.Module):
+    def __init__(
+        self, dim: int, *, hidden: int = 64, creators: list[str] | None = None, rngs: nnx.Rngs
+    ) -> None:
+        self.dim = dim
+        self.hidden = hidden
+        self.creators = list(creators or [])
+        self.mean = Stat(jnp.zeros((dim,), jnp.float32))
+        self.std = Stat(jnp.ones((dim,), jnp.float32))
+        if hidden > 0:
+            self.l1 = nnx.Linear(dim, hidden, rngs=rngs)
+            self.l2 = nnx.Linear(hidden, 1, rngs=rngs)
+        else:
+            self.l1 = nnx.Linear(dim, 1, rngs=rngs)
+        n_c = max(1, len(self.creators))
+        self.delta = nnx.Param(jnp.zeros((n_c, dim), jnp.float32))
+
+    def standardise(self, x: jax.Array) -> jax.Array:
+        return (x - self.mean.value) / self.std.value
+
+    def population(self, z: jax.Array) -> jax.Array:
+        if self.hidden > 0:
+            return self.l2(nnx.gelu(self.l1(z)))[..., 0]
+        return self.l1(z)[..., 0]
+
+    def __call__(self, x: jax.Array, creator_idx: jax.Array | None = None) -> jax.Array:
+        z = self.standardise(x)
+        s = self.population(z)
+        if creator_idx is None or not self.creators:
+            return s
+        known = creator_idx >= 0
+        d = self.delta.value[jnp.clip(creator_idx, 0, None)]
+        return s + jnp.where(known, jnp.sum(d * z, axis=-1), 0.0)
+
+    def creator_index(self, creators: list[str | None] | None, n: int) -> np.ndarray:
+        if creators is None:
+            return np.full((n,), -1, np.int32)
+        table = {c: i for i, c in enumerate(self.creators)}
+        return np.array([table.get(c, -1) if c is not None else -1 for c in creators], np.int32)
+
+
+@dataclass
+class PairData:
+    """Pairs as indices into a feature matrix: features[chosen[i]] ≻ features[rejected[i]].
+
+    `creator` holds each pair's index into the model's creator table (-1 = unknown);
+    `creators` and `sessions` hold each pair's creator and session names (for reports).
+    """
+
+    features: np.ndarray
+    chosen: np.ndarray
+    rejected: np.ndarray
+    creator: np.ndarray
+    sessions: list[str] = field(default_factory=list)
+    creators: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.chosen.shape[0])
+
+
+@dataclass
+class FitConfig:
+    steps: int = 400
+    learning_rate: float = 3e-3
+    weight_decay: float = 1e-3
+    batch_size: int = 512
+    creator_l2: float = 1e-2
+    seed: int = 0
+
+
+def fit_preference(model: PreferenceModel, data: PairData, cfg: FitConfig) -> list[float]:
+    """Train `model` on `data` in place; returns the loss curve (one value per step)."""
+    feats = np.asarray(data.features, np.float32)
+    used = np.unique(np.concatenate([data.chosen, data.rejected]))
+    mu = feats[used].mean(0)
+    sd = feats[used].std(0) + 1e-4
+    model.mean.value = jnp.asarray(mu)
+    model.std.value = jnp.asarray(sd)
+    tx = optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay)
+    opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    x = jnp.asarray(feats)
+    n = len(data)
+    bs = min(cfg.batch_size, n)
+
+    @nnx.jit
+    def step(model: PreferenceModel, opt: nnx.Optimizer, c: jax.Array, r: jax.Array, k: jax.Array):  # type: ignore[no-untyped-def]
+        def loss_fn(m: PreferenceModel) -> tuple[jax.Array, dict[str, jax.Array]]:
+            loss, metrics = bradley_terry_loss(m(x[c], k), m(x[r], k))
+            return loss + cfg.creator_l2 * jnp.sum(m.delta.value**2), metrics
+
+        (loss, _), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
+        opt.update(model, grads)
+        return loss
+
+    rng = np.random.default_rng(cfg.seed)
+    losses = []
+    for _ in range(cfg.steps):
+        idx = rng.choice(n, size=bs, replace=False) if bs < n else np.arange(n)
+        loss = step(
+            model,
+            opt,
+            jnp.asarray(data.chosen[idx]),
+            jnp.asarray(data.rejected[idx]),
+            jnp.asarray(data.creator[idx]),
+        )
+        losses.append(float(loss))
+    return losses
+
+
+def pairwise_accuracy(model: PreferenceModel, data: PairData) -> dict[str, Any]:
+    """Held-out figures: overall accuracy and accuracy by creator and by session."""
+    if len(data) == 0:
+        return {"pairs": 0, "accuracy": float("nan"), "by_creator": {}, "by_session": {}}
+    k = data.creator
+    sc = np.asarray(model(jnp.asarray(data.features[data.chosen]), jnp.asarray(k)))
+    sr = np.asarray(model(jnp.asarray(data.features[data.rejected]), jnp.asarray(k)))
+    right = sc > sr
+    out: dict[str, Any] = {"pairs": len(data), "accuracy": float(right.mean())}
+    by_c: dict[str, list[bool]] = {}
+    for i, ci in enumerate(k):
+        name = data.creators[i] if data.creators else str(ci)
+        by_c.setdefault(name, []).append(bool(right[i]))
+    out["by_creator"] = {
+        c: {"pairs": len(v), "accuracy": float(np.mean(v))} for c, v in by_c.items()
+    }
+    if data.sessions:
+        by_s: dict[str, list[bool]] = {}
+        for i, s in enumerate(data.sessions):
+            by_s.setdefault(s, []).append(bool(right[i]))
+        accs = [float(np.mean(v)) for v in by_s.values()]
+        out["by_session"] = {
+            "sessions": len(by_s),
+            "mean": float(np.mean(accs)),
+            "min": float(np.min(accs)),
+            "max": float(np.max(accs)),
+        }
+    return out
+
+
+def check_quality_gate(accuracy: float, floor: float, *, what: str = "reward model") -> None:
+    """Refuse a reward model whose held-out pairwise accuracy is below `floor`."""
+    if not np.isfinite(accuracy) or accuracy < floor:
+        raise QualityGateError(
+            f"{what}: held-out pairwise accuracy {accuracy:.3f} is below the quality floor "
+            f"{floor:.3f}; refused for tuning (more selections, another encoder, or lower "
+            "gate.min_heldout_accuracy)"
+        )
+
+
+def save_preference_model(model: PreferenceModel, path: str | Path, meta: dict[str, Any]) -> Path:
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    leaves = jax.tree.leaves(nnx.state(model))
+    np.savez(out / "weights.npz", *[np.asarray(x) for x in leaves])
+    full = {
+        "format": "studio-align/preference-model",
+        "version": 1,
+        "dim": model.dim,
+        "hidden": model.hidden,
+        "creators": model.creators,
+        **meta,
+    }
+    (out / "meta.json").write_text(json.dumps(full, indent=2, sort_keys=True))
+    return out
+
+
+def load_preference_model(
+    path: str | Path, *, require_gate: bool = False
+) -> tuple[PreferenceModel, dict[str, Any]]:
+    """Load a saved model; with `require_gate` a model that failed its gate is refused."""
+    p = Path(path)
+    try:
+        meta = json.loads((p / "meta.json").read_text())
+        arrays = np.load(p / "weights.npz")
+    except FileNotFoundError as e:
+        raise CheckpointError(
+            f"{p}: not a preference model directory ({e.filename} missing)"
+        ) from None
+    if meta.get("format") != "studio-align/preference-model":
+        raise CheckpointError(f"{p}/meta.json: not a studio-align preference model")
+    model = PreferenceModel(
+        int(meta["dim"]), hidden=int(meta["hidden"]), creators=meta["creators"], rngs=nnx.Rngs(0)
+    )
+    state = nnx.state(model)
+    leaves, treedef = jax.tree.flatten(state)
+    loaded = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+    if len(loaded) != len(leaves) or any(
+        a.shape != b.shape for a, b in zip(loaded, leaves, strict=True)
+    ):
+        raise CheckpointError(f"{p}/weights.npz: does not match the architecture in meta.json")
+    nnx.update(model, jax.tree.unflatten(treedef, [jnp.asarray(a) for a in loaded]))
+    if require_gate:
+        gate = meta.get("gate") or {}
+        if not gate.get("passed", False):
+            check_quality_gate(
+                float(gate.get("accuracy", float("nan"))),
+                float(gate.get("floor", 1.0)),
+                what=f"reward model {p}",
+            )
+    return model, meta

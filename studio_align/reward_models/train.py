@@ -1,0 +1,194 @@
+"""Train an aesthetic reward model from creator selection logs (`studio-align train reward`).
+
+Pipeline: read logs with `studio_align.data.reader.LogReader` (invalid lines, including
+selections with a single candidate, are reported with file and line, or quarantined);
+expand each n-way selection into chosen ≻ unchosen pairs (`data.compile.records_for`);
+split by (creator, session) group (`data.split.assign_split`), never by line; embed every
+distinct image once through the on-disk cache; fit a Bradley-Terry head; report held-out
+pairwise accuracy overall, by creator and by session; apply the quality gate.
+
+All images are decoded and embedded before training starts, so a bad file fails (or,
+with `skip_bad_images`, is dropped with its pairs and reported) before any optimiser
+step: never mid-training.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flax import nnx
+from pydantic import Field
+
+from studio_align.config import Strict
+from studio_align.data.compile import InvalidLogError, records_for
+from studio_align.data.reader import LogReader
+from studio_align.data.schemas import SelectionEvent
+from studio_align.data.split import assign_split
+from studio_align.errors import DataError
+from studio_align.reward_models.cache import CachedEncoder
+from studio_align.reward_models.encoders import make_encoder
+from studio_align.reward_models.preference import (
+    FitConfig,
+    PairData,
+    PreferenceModel,
+    check_quality_gate,
+    fit_preference,
+    pairwise_accuracy,
+    save_preference_model,
+)
+
+
+class EncoderConfig(Strict):
+    name: str = "color-stats"
+    options: dict[str, Any] = Field(default_factory=dict)
+    cache_dir: str | None = None  # default: OUT/../embedding-cache
+    max_side: int = Field(1024, ge=16)
+
+
+class HeadConfig(Strict):
+    hidden: int = Field(64, ge=0, description="0 = linear head")
+    per_creator: bool = True
+
+
+class FitSection(Strict):
+    steps: int = Field(400, ge=1)
+    learning_rate: float = Field(3e-3, gt=0)
+    weight_decay: float = Field(1e-3, ge=0)
+    batch_size: int = Field(512, ge=1)
+    creator_l2: float = Field(1e-2, ge=0)
+
+
+class GateConfig(Strict):
+    min_heldout_accuracy: float = Field(0.6, ge=0.0, le=1.0)
+
+
+class RewardTrainConfig(Strict):
+    """`studio-align train reward` run config (TOML)."""
+
+    logs: list[str]
+    out: str
+    quarantine: str | None = None
+    skip_bad_images: bool = False
+    seed: int = 0
+    heldout_fraction: float = Field(0.2, ge=0.0, le=1.0)
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig)
+    head: HeadConfig = Field(default_factory=HeadConfig)
+    train: FitSection = Field(default_factory=FitSection)
+    gate: GateConfig = Field(default_factory=GateConfig)
+
+
+def read_selection_pairs(
+    logs: list[str], *, seed: int, heldout_fraction: float, quarantine: str | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Selection pairs (dicts with chosen/rejected image paths, creator, session, split)."""
+    reader = LogReader(logs, quarantine=quarantine)
+    pairs: list[dict[str, Any]] = []
+    for entry in reader:
+        ev = entry.event
+        if not isinstance(ev, SelectionEvent):
+            continue
+        split = assign_split(ev.creator, ev.session, seed=seed, heldout_fraction=heldout_fraction)
+        for name, rec in records_for(ev, entry.image_path):
+            if name == "selection_pairs":
+                pairs.append({**rec, "split": split, "log": f"{entry.path}:{entry.line}"})
+    if reader.summary.invalid_count and quarantine is None:
+        raise InvalidLogError(reader.summary)
+    return pairs, reader.summary.to_dict()
+
+
+def _pair_data(
+    pairs: list[dict[str, Any]], index: dict[str, int], feats: np.ndarray, creators: list[str]
+) -> PairData:
+    table = {c: i for i, c in enumerate(creators)}
+    return PairData(
+        features=feats,
+        chosen=np.array([index[p["chosen_image"]] for p in pairs], np.int32),
+        rejected=np.array([index[p["rejected_image"]] for p in pairs], np.int32),
+        creator=np.array([table.get(p["creator"], -1) for p in pairs], np.int32),
+        sessions=[f"{p['creator']}/{p['session']}" for p in pairs],
+        creators=[p["creator"] for p in pairs],
+    )
+
+
+def train_reward(cfg: RewardTrainConfig, *, host: Any = None) -> dict[str, Any]:
+    """Run the whole pipeline; returns the report also written to OUT/metrics.json.
+
+    Raises `QualityGateError` (after saving the model, marked as failed) when held-out
+    accuracy is below `gate.min_heldout_accuracy`.
+    """
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    pairs, summary = read_selection_pairs(
+        cfg.logs, seed=cfg.seed, heldout_fraction=cfg.heldout_fraction, quarantine=cfg.quarantine
+    )
+    if not pairs:
+        raise DataError(f"{', '.join(cfg.logs)}: no selection events with two or more candidates")
+    encoder = make_encoder(cfg.encoder.name, cfg.encoder.options, host=host)
+    cache_dir = cfg.encoder.cache_dir or str(out.parent / "embedding-cache")
+    cached = CachedEncoder(encoder, cache_dir, max_side=cfg.encoder.max_side)
+    paths = sorted({p[k] for p in pairs for k in ("chosen_image", "rejected_image")})
+    bad: dict[str, str] = {}
+    if cfg.skip_bad_images:
+        feats, bad = cached.encode_files_lenient(paths)
+        pairs = [
+            p for p in pairs if p["chosen_image"] not in bad and p["rejected_image"] not in bad
+        ]
+    else:
+        feats = cached.encode_files(paths)
+    t_embed = time.perf_counter() - t0
+    index = {p: i for i, p in enumerate(paths)}
+    train = [p for p in pairs if p["split"] == "train"]
+    held = [p for p in pairs if p["split"] == "heldout"]
+    if not train:
+        raise DataError(
+            "no training pairs after the creator/session split; add logs or lower heldout_fraction"
+        )
+    creators = sorted({p["creator"] for p in train}) if cfg.head.per_creator else []
+    model = PreferenceModel(
+        encoder.dim, hidden=cfg.head.hidden, creators=creators, rngs=nnx.Rngs(cfg.seed)
+    )
+    fit = FitConfig(**cfg.train.model_dump(), seed=cfg.seed)
+    losses = fit_preference(model, _pair_data(train, index, feats, creators), fit)
+    train_acc = pairwise_accuracy(model, _pair_data(train, index, feats, creators))
+    held_acc = pairwise_accuracy(model, _pair_data(held, index, feats, creators))
+    acc = held_acc["accuracy"]
+    passed = bool(np.isfinite(acc) and acc >= cfg.gate.min_heldout_accuracy)
+    report = {
+        "pairs": {"train": len(train), "heldout": len(held)},
+        "images": len(paths),
+        "bad_images": bad,
+        "log_summary": {k: summary[k] for k in ("total_lines", "valid", "invalid", "by_type")},
+        "encoder": {
+            "name": cfg.encoder.name,
+            "identity": encoder.identity,
+            "cache": cache_dir,
+            "cache_hits": cached.stats.hits,
+            "cache_misses": cached.stats.misses,
+        },
+        "loss": {"first": losses[0], "last": losses[-1]},
+        "train": train_acc,
+        "heldout": held_acc,
+        "gate": {"floor": cfg.gate.min_heldout_accuracy, "accuracy": acc, "passed": passed},
+        "seconds": {"embed": t_embed, "total": time.perf_counter() - t0},
+    }
+    save_preference_model(
+        model,
+        out,
+        {
+            "encoder": {
+                "name": cfg.encoder.name,
+                "options": cfg.encoder.options,
+                "identity": encoder.identity,
+                "max_side": cfg.encoder.max_side,
+            },
+            "gate": report["gate"],
+            "heldout": {"pairs": held_acc["pairs"], "accuracy": acc},
+        },
+    )
+    (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float))
+    check_quality_gate(acc, cfg.gate.min_heldout_accuracy, what=f"reward model {out}")
+    return report
