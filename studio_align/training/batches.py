@@ -1,0 +1,90 @@
+"""Step-indexed batch sources: what a train loop reads, and how resume stays exact.
+
+Design choice: a source is a function of the step, `source(step) -> {name: array}`, not
+a stateful iterator. The batch of step `s` depends only on `(seed, s)`, so the
+"data-iterator position" saved in a checkpoint is just the step, and a resumed run reads
+exactly the batches the uninterrupted run would have. Plain iterables are accepted too
+(`as_source`); resuming one fast-forwards it by the number of batches already consumed.
+
+Every batch of a run has the same shapes (fixed `batch_size`, fixed padded length), so
+the jitted step compiles once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from studio_align.errors import DataError
+
+HostBatch = Mapping[str, np.ndarray]
+BatchSource = Callable[[int], HostBatch]
+
+
+class ArrayBatches:
+    """Shuffled fixed-size batches over equal-length arrays, reshuffled every epoch.
+
+    The last partial batch of an epoch is dropped (fixed shapes); with fewer examples
+    than `batch_size`, examples are sampled with wrap-around so a batch is always full.
+    """
+
+    def __init__(
+        self,
+        arrays: Mapping[str, np.ndarray],
+        batch_size: int,
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+    ):
+        sizes = {k: len(v) for k, v in arrays.items()}
+        if not sizes or len(set(sizes.values())) != 1:
+            raise DataError(f"batch arrays must be non-empty and equally long, got {sizes}")
+        self.arrays = {k: np.asarray(v) for k, v in arrays.items()}
+        self.n = next(iter(sizes.values()))
+        if self.n == 0:
+            raise DataError("no training examples")
+        self.batch_size = batch_size
+        self.seed = seed
+        self.shuffle = shuffle
+        self.steps_per_epoch = max(1, self.n // batch_size)
+
+    def _order(self, epoch: int) -> np.ndarray:
+        if not self.shuffle:
+            return np.arange(self.n)
+        return np.random.default_rng([self.seed, epoch]).permutation(self.n)
+
+    def __call__(self, step: int) -> dict[str, np.ndarray]:
+        epoch, k = divmod(step, self.steps_per_epoch)
+        order = self._order(epoch)
+        idx = np.take(order, np.arange(k * self.batch_size, (k + 1) * self.batch_size), mode="wrap")
+        return {name: a[idx] for name, a in self.arrays.items()}
+
+
+class _IterableSource:
+    """Adapts an iterable of batches; `source(step)` must be called with consecutive steps."""
+
+    def __init__(self, batches: Iterable[HostBatch]):
+        self._it: Iterator[HostBatch] = iter(batches)
+        self._pos = 0
+
+    def __call__(self, step: int) -> HostBatch:
+        if step < self._pos:
+            raise DataError(f"iterable batches cannot rewind from {self._pos} to step {step}")
+        while self._pos < step:  # fast-forward after a resume
+            next(self._it)
+            self._pos += 1
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            raise DataError(f"batch iterable ran out at step {step}") from None
+        self._pos += 1
+        return batch
+
+
+def as_source(batches: BatchSource | Iterable[HostBatch] | Any) -> BatchSource:
+    """A step-indexed source from a callable (returned as is) or an iterable."""
+    if callable(batches):
+        return batches
+    return _IterableSource(batches)

@@ -1,0 +1,150 @@
+"""Orbax checkpoints of a training run: keep N, save every K steps, resume exactly.
+
+Design choices:
+- A checkpoint holds named pytrees (trainable params, the model's other variables,
+  optimizer state) plus a JSON record (step, data-iterator position, RNG seed, config
+  digest, metrics). Everything needed to continue the run bit for bit.
+- Trees are saved flattened, as `{"leaf_00000": array, ...}`, with the leaves' key
+  paths in the JSON record. Restoring fills the *current* run's tree structure, with the
+  current shardings, and refuses a checkpoint whose paths or shapes differ, with a
+  message that names the first mismatch. This keeps orbax away from NNX/optax container
+  types and makes a changed model a clear `CheckpointError`, not a silent partial load.
+- Typed PRNG keys (an `nnx.Rngs` in the model) are stored as their raw key data.
+- Saves are asynchronous by default; `wait()` blocks until the last one is on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from pydantic import Field
+
+from studio_align.config import Strict
+from studio_align.errors import CheckpointError
+
+
+class CheckpointConfig(Strict):
+    """`[checkpoint]`: where, how often and how many checkpoints to keep."""
+
+    dir: Path | None = None  # default: RUN_DIR/checkpoints
+    every: int = Field(100, ge=0)  # 0: only the final step
+    keep: int = Field(3, ge=1)
+    resume: bool = True  # continue from the latest checkpoint in `dir` if there is one
+    async_save: bool = True
+
+
+def _is_key(x: Any) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _flatten(tree: Any) -> tuple[list[str], list[Any]]:
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return [jax.tree_util.keystr(p) for p, _ in flat], [x for _, x in flat]
+
+
+class Checkpointer:
+    """A thin wrapper over `ocp.CheckpointManager` for `{name: pytree}` train states."""
+
+    def __init__(self, directory: str | Path, *, every: int, keep: int, async_save: bool = True):
+        self.directory = Path(directory).absolute()
+        self.every = every
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            create=True,
+            enable_async_checkpointing=async_save,
+        )
+        self._mgr = ocp.CheckpointManager(self.directory, options=options)
+
+    def latest_step(self) -> int | None:
+        return self._mgr.latest_step()
+
+    def all_steps(self) -> list[int]:
+        return list(self._mgr.all_steps())
+
+    def should_save(self, step: int, *, final: bool = False) -> bool:
+        return final or (self.every > 0 and step % self.every == 0)
+
+    def save(self, step: int, trees: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+        """Save `trees` (name -> pytree of arrays) and a JSON `record` as step `step`."""
+        items: dict[str, Any] = {}
+        paths: dict[str, list[str]] = {}
+        for name, tree in trees.items():
+            keys, leaves = _flatten(tree)
+            paths[name] = keys
+            items[name] = {
+                f"leaf_{i:05d}": (jax.random.key_data(x) if _is_key(x) else x)
+                for i, x in enumerate(leaves)
+            }
+        meta = {"record": dict(record), "paths": paths}
+        # orbax refuses empty trees (a model with no non-trainable variables)
+        args = {n: ocp.args.StandardSave(v) for n, v in items.items() if v}
+        args["meta"] = ocp.args.JsonSave(meta)
+        self._mgr.save(step, args=ocp.args.Composite(**args), force=True)
+
+    def restore(self, step: int, like: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Restore step `step` into trees shaped and sharded like `like`; return (trees, record)."""
+        meta = self._mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        targets: dict[str, Any] = {}
+        layouts: dict[str, Any] = {}
+        for name, tree in like.items():
+            keys, leaves = _flatten(tree)
+            saved = meta["paths"].get(name)
+            if saved != keys:
+                first = next(
+                    (f"{a} != {b}" for a, b in zip(saved or [], keys, strict=False) if a != b),
+                    f"{len(saved or [])} saved leaves, {len(keys)} expected",
+                )
+                raise CheckpointError(
+                    f"{self.directory}/{step}: '{name}' does not match this run's model/optimizer "
+                    f"({first})"
+                )
+            layouts[name] = (jax.tree_util.tree_structure(tree), leaves)
+            targets[name] = {f"leaf_{i:05d}": _abstract(x) for i, x in enumerate(leaves)}
+        args = {n: ocp.args.StandardRestore(t) for n, t in targets.items() if t}
+        try:
+            restored = self._mgr.restore(step, args=ocp.args.Composite(**args))
+        except Exception as e:
+            raise CheckpointError(f"{self.directory}/{step}: cannot restore: {e}") from e
+        out: dict[str, Any] = {}
+        for name, (treedef, leaves) in layouts.items():
+            got = restored[name] if leaves else {}
+            new = []
+            for i, x in enumerate(leaves):
+                y = got[f"leaf_{i:05d}"]
+                if _is_key(x):
+                    y = jax.random.wrap_key_data(y, impl=jax.random.key_impl(x))
+                new.append(y)
+            out[name] = jax.tree_util.tree_unflatten(treedef, new)
+        return out, meta["record"]
+
+    def wait(self) -> None:
+        self._mgr.wait_until_finished()
+
+    def close(self) -> None:
+        self._mgr.close()
+
+
+def _abstract(x: Any) -> jax.ShapeDtypeStruct:
+    if _is_key(x):
+        data = jax.eval_shape(jax.random.key_data, x)
+        return jax.ShapeDtypeStruct(data.shape, data.dtype, sharding=_sharding_of(x))
+    return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=_sharding_of(x))
+
+
+def _sharding_of(x: Any) -> Any:
+    s = getattr(x, "sharding", None)
+    if s is None:  # a host value: restore onto the first local device
+        return jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    if _is_key(x):
+        # key data has one extra trailing dimension; keep it replicated there
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        if isinstance(s, NamedSharding):
+            return NamedSharding(s.mesh, PartitionSpec(*s.spec, None))
+        return jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    return s

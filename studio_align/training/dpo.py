@@ -1,0 +1,197 @@
+"""DPO-family trainer: pairs in, the engine's train loop, cached reference log-probs.
+
+Design choices:
+- The loss variant is chosen here, at the config edge: `make_dpo_loss(cfg)` returns a
+  `loss_fn(model, batch)` closed over one algorithm function from `studio_align.algorithms`
+  (DPO with loss types sigmoid/cDPO, ipo, hinge, robust; or reference-free simpo/orpo),
+  so the jitted step never sees a string.
+- Chosen and rejected are scored in ONE forward pass over their concatenation (both are
+  padded to the same length when packed), which halves the kernel launches and keeps
+  the batch statistics of both halves consistent.
+- The reference model is used once: `reference_logps` scores the whole dataset before
+  training and caches the result on disk (`ref_cache.py`), keyed by the reference's
+  parameters and the dataset's tokens. IPO, SimPO and ORPO use length-normalised
+  log-probs (per their papers); sigmoid/hinge/robust use sums.
+- The batch carries `ref_chosen_logps` / `ref_rejected_logps [B]` next to the tokens, so
+  the loss is a pure function of `(model, batch)` as the train loop requires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from pydantic import Field
+
+from studio_align.algorithms import dpo_loss, orpo_loss, simpo_loss
+from studio_align.config import Strict
+from studio_align.models.logprobs import token_logps
+from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
+
+DPOLossType = Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"]
+REFERENCE_FREE = ("simpo", "orpo")
+LENGTH_NORMALISED = ("ipo", "simpo", "orpo")
+
+
+class DPOConfig(Strict):
+    """`[dpo]`: the preference objective."""
+
+    loss_type: DPOLossType = "sigmoid"
+    beta: float = Field(0.1, gt=0)  # DPO beta / IPO tau / SimPO beta / ORPO lambda
+    label_smoothing: float = Field(0.0, ge=0, lt=0.5)  # cDPO / robust DPO noise rate
+    simpo_gamma: float = 0.5  # SimPO target margin
+    ref_batch_size: int = Field(32, ge=1)  # rows per reference forward pass
+    cache_dir: Path | None = None  # default: RUN_DIR/ref_cache
+
+
+PAIR_FIELDS = ("tokens", "attn", "loss")
+
+
+def _pair_fields(pairs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {f"{s}_{f}": pairs[f"{s}_{f}"] for s in ("chosen", "rejected") for f in PAIR_FIELDS}
+
+
+def pair_logps(model: nnx.Module, batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+    """Summed completion log-probs and completion lengths of chosen and rejected, `[B]` each."""
+    b = batch["chosen_tokens"].shape[0]
+    tokens = jnp.concatenate([batch["chosen_tokens"], batch["rejected_tokens"]])
+    attn = jnp.concatenate([batch["chosen_attn"], batch["rejected_attn"]])
+    loss_mask = jnp.concatenate([batch["chosen_loss"], batch["rejected_loss"]])[:, 1:]
+    lp = token_logps(model, tokens, attn)
+    m = loss_mask.astype(lp.dtype)
+    sums, counts = jnp.sum(lp * m, axis=1), jnp.sum(m, axis=1)
+    return {
+        "chosen_logps": sums[:b],
+        "rejected_logps": sums[b:],
+        "chosen_len": counts[:b],
+        "rejected_len": counts[b:],
+    }
+
+
+def _normalised(
+    out: Mapping[str, jax.Array], length_normalised: bool
+) -> tuple[jax.Array, jax.Array]:
+    if not length_normalised:
+        return out["chosen_logps"], out["rejected_logps"]
+    return (
+        out["chosen_logps"] / jnp.maximum(out["chosen_len"], 1.0),
+        out["rejected_logps"] / jnp.maximum(out["rejected_len"], 1.0),
+    )
+
+
+def make_dpo_loss(cfg: DPOConfig) -> Callable[[nnx.Module, Mapping[str, jax.Array]], tuple]:
+    """`loss_fn(model, batch) -> (loss, metrics)` for the configured variant."""
+    norm = cfg.loss_type in LENGTH_NORMALISED
+
+    if cfg.loss_type == "simpo":
+
+        def objective(c, r, batch):  # type: ignore[no-untyped-def]
+            return simpo_loss(
+                c, r, beta=cfg.beta, gamma=cfg.simpo_gamma, label_smoothing=cfg.label_smoothing
+            )
+
+    elif cfg.loss_type == "orpo":
+
+        def objective(c, r, batch):  # type: ignore[no-untyped-def]
+            return orpo_loss(c, r, beta=cfg.beta)
+
+    else:
+        loss_type, beta, ls = cfg.loss_type, cfg.beta, cfg.label_smoothing
+
+        def objective(c, r, batch):  # type: ignore[no-untyped-def]
+            return dpo_loss(
+                c,
+                r,
+                batch["ref_chosen_logps"],
+                batch["ref_rejected_logps"],
+                beta=beta,
+                loss_type=loss_type,
+                label_smoothing=ls,
+            )
+
+    def loss_fn(model: nnx.Module, batch: Mapping[str, jax.Array]) -> tuple:
+        out = pair_logps(model, batch)
+        c, r = _normalised(out, norm)
+        loss, metrics = objective(c, r, batch)
+        metrics = dict(metrics)
+        metrics["logps/chosen"] = jax.lax.stop_gradient(jnp.mean(c))
+        metrics["logps/rejected"] = jax.lax.stop_gradient(jnp.mean(r))
+        return loss, metrics
+
+    return loss_fn
+
+
+def reference_logps(
+    ref_model: nnx.Module,
+    pairs: Mapping[str, np.ndarray],
+    *,
+    loss_type: DPOLossType = "sigmoid",
+    batch_size: int = 32,
+    cache_dir: str | Path | None = None,
+) -> tuple[dict[str, np.ndarray], bool]:
+    """`{ref_chosen_logps, ref_rejected_logps} [N]` under the reference, cached on disk.
+
+    Returns the arrays and whether they came from the cache.
+    """
+    norm = loss_type in LENGTH_NORMALISED
+    graphdef, state = nnx.split(ref_model)
+    fields = _pair_fields(pairs)
+
+    @jax.jit
+    def score(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+        model = nnx.merge(graphdef, state)
+        c, r = _normalised(pair_logps(model, batch), norm)
+        return {"ref_chosen_logps": c, "ref_rejected_logps": r}
+
+    arrays, _, hit = cached_arrays(
+        cache_dir,
+        kind=f"dpo-ref-{'mean' if norm else 'sum'}",
+        reference=tree_digest(nnx.state(ref_model)),
+        dataset=arrays_digest(fields),
+        compute=lambda: batched_apply(score, fields, batch_size=batch_size),
+    )
+    return arrays, hit
+
+
+def evaluate_pairs(
+    model: nnx.Module,
+    pairs: Mapping[str, np.ndarray],
+    ref: Mapping[str, np.ndarray] | None = None,
+    *,
+    batch_size: int = 32,
+    length_normalised: bool = False,
+) -> dict[str, float]:
+    """Held-out preference figures.
+
+    `accuracy`: fraction of pairs where the policy gives the chosen completion a higher
+    log-prob than the rejected one (the model *prefers* it); with `ref`, also
+    `reward_accuracy` (DPO's implicit reward margin > 0) and `reward_margin`. Pass
+    `length_normalised=True` when `ref` holds per-token means (IPO / SimPO / ORPO).
+    """
+    graphdef, state = nnx.split(model)
+    fields = _pair_fields(pairs)
+
+    @jax.jit
+    def score(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+        c, r = _normalised(pair_logps(nnx.merge(graphdef, state), batch), length_normalised)
+        return {"c": c, "r": r}
+
+    s = batched_apply(score, fields, batch_size=batch_size)
+    res = {"accuracy": float(np.mean(s["c"] > s["r"])), "pairs": float(len(s["c"]))}
+    if ref is not None:
+        margin = (s["c"] - ref["ref_chosen_logps"]) - (s["r"] - ref["ref_rejected_logps"])
+        res["reward_accuracy"] = float(np.mean(margin > 0))
+        res["reward_margin"] = float(np.mean(margin))
+    return res
+
+
+def with_reference(
+    pairs: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]
+) -> dict[str, Any]:
+    """The training arrays: packed pairs plus their reference log-probs."""
+    return {**pairs, **ref}

@@ -1,0 +1,284 @@
+"""The train loop every trainer shares.
+
+`train_loop(model, optim_cfg, loss_fn, batches, run_cfg)` trains any flax NNX module on
+any loss `loss_fn(model, batch) -> (loss, metrics)`.
+
+Design choices:
+- The model is split once into `(graphdef, params, rest)`: `params` are the trainable
+  variables (`wrt`, e.g. `nnx.Param`, or `nnx.LoRAParam` to train adapters only), `rest`
+  everything else. One `jax.jit` step takes `(params, rest, opt_state, batch)`, donates
+  the first three and returns their replacements with the same fixed shardings: no
+  recompiles per step (`TrainResult.compiles` counts traces; tests assert 1).
+- A step's batch is `[grad_accum, micro, ...]`, split over the mesh's data and fsdp axes
+  on the micro dimension; `accumulate.py` scans over micro-batches (exact).
+- Checkpoints hold params, rest, optimizer state and a record with the step (which is
+  also the data position: batch sources are step-indexed). A run resumes from the
+  latest checkpoint in its directory unless `checkpoint.resume = false`.
+- Metrics are averaged over each `log_every` window on the host, so the device is only
+  synchronised when something is logged.
+- Test knob: with `STUDIO_ALIGN_KILL_AFTER_STEP=K` in the environment the process
+  SIGKILLs itself right after the checkpoint of step K is on disk (the resume test).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+from pydantic import Field, model_validator
+
+from studio_align.config import Strict
+from studio_align.errors import ConfigError, DataError
+from studio_align.training.accumulate import LossFn, accumulated_grads
+from studio_align.training.batches import BatchSource, HostBatch, as_source
+from studio_align.training.checkpoint import CheckpointConfig, Checkpointer
+from studio_align.training.distributed import DistributedConfig, is_main_process, maybe_initialize
+from studio_align.training.mesh import (
+    BATCH_AXES,
+    MeshConfig,
+    batch_parallelism,
+    make_mesh,
+    opt_state_sharding,
+    state_sharding,
+)
+from studio_align.training.metrics import MetricsLogger, Progress
+from studio_align.training.optim import OptimConfig, make_optimizer
+
+KILL_ENV = "STUDIO_ALIGN_KILL_AFTER_STEP"
+
+EvalFn = Callable[[nnx.Module], Mapping[str, float]]
+
+
+class TrainConfig(Strict):
+    """`[train]`: how long, how big, how often to log and evaluate."""
+
+    steps: int | None = Field(None, ge=1)  # optimizer steps; wins over epochs
+    epochs: float | None = Field(None, gt=0)  # needs a source with `steps_per_epoch`
+    batch_size: int = Field(16, ge=1)  # examples per optimizer step (all micro-batches)
+    grad_accum: int = Field(1, ge=1)  # micro-batches per step
+    seed: int = 0
+    log_every: int = Field(10, ge=1)
+    eval_every: int = Field(0, ge=0)  # 0: evaluate at the end only (when there is an eval)
+    progress: bool = True  # progress bar on stderr (only shown on a TTY)
+    metrics_hook: bool = True  # fire `studio_align_on_metrics` through the plugin host
+
+    @model_validator(mode="after")
+    def _accum_divides(self) -> TrainConfig:
+        if self.batch_size % self.grad_accum:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be a multiple of grad_accum ({self.grad_accum})"
+            )
+        return self
+
+    def total_steps(self, steps_per_epoch: int | None = None) -> int:
+        if self.steps is not None:
+            return self.steps
+        if self.epochs is not None:
+            if steps_per_epoch is None:
+                raise ConfigError(
+                    "train.epochs needs a batch source of known length; set train.steps"
+                )
+            return max(1, round(self.epochs * steps_per_epoch))
+        raise ConfigError("set train.steps or train.epochs")
+
+
+class TrainRunConfig(Strict):
+    """The sections every trainer's run config shares; trainers add `[model]`, `[data]`..."""
+
+    run_dir: Path = Path("runs/run")
+    train: TrainConfig = TrainConfig()
+    optim: OptimConfig = OptimConfig()
+    mesh: MeshConfig = MeshConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    distributed: DistributedConfig = DistributedConfig()
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or resumed and finished) run reports."""
+
+    step: int
+    metrics: dict[str, float]  # last logged training window
+    eval_metrics: dict[str, float]  # last evaluation (empty without eval_fn)
+    run_dir: Path
+    checkpoint_dir: Path
+    resumed_from: int | None = None
+    compiles: int = 0
+    seconds: float = 0.0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.sharding.Mesh) -> dict:
+    out = {}
+    for name, arr in batch.items():
+        a = np.asarray(arr)
+        if a.shape[:1] != (batch_size,):
+            raise DataError(
+                f"batch field {name!r} has shape {a.shape}; expected leading {batch_size}"
+            )
+        a = a.reshape(accum, batch_size // accum, *a.shape[1:])
+        spec = PartitionSpec(None, BATCH_AXES, *([None] * (a.ndim - 2)))
+        sharding = NamedSharding(mesh, spec)
+        out[name] = jax.make_array_from_callback(a.shape, sharding, lambda idx, a=a: a[idx])
+    return out
+
+
+def train_loop(
+    model: nnx.Module,
+    optim_cfg: OptimConfig,
+    loss_fn: LossFn,
+    batches: BatchSource | Iterable[HostBatch],
+    run_cfg: TrainRunConfig,
+    *,
+    eval_fn: EvalFn | None = None,
+    wrt: Any = nnx.Param,
+    name: str = "train",
+    total_steps: int | None = None,
+) -> TrainResult:
+    """Train `model` in place; return the final metrics and where checkpoints are.
+
+    `batches` is a step-indexed source `step -> {name: array[batch_size, ...]}` (exact
+    resume) or an iterable of such dicts. `eval_fn(model) -> {name: float}` runs every
+    `train.eval_every` steps and at the end; its metrics are logged as `eval/<name>`.
+    """
+    maybe_initialize(run_cfg.distributed)
+    t_start = time.perf_counter()
+    tc = run_cfg.train
+    source = as_source(batches)
+    steps = total_steps or tc.total_steps(getattr(batches, "steps_per_epoch", None))
+    mesh = make_mesh(run_cfg.mesh)
+    micro = tc.batch_size // tc.grad_accum
+    if micro % batch_parallelism(mesh):
+        raise ConfigError(
+            f"train.batch_size / train.grad_accum = {micro} examples per micro-batch must be a "
+            f"multiple of mesh data * fsdp = {batch_parallelism(mesh)}"
+        )
+    tx, schedule = make_optimizer(optim_cfg, steps)
+
+    graphdef, params, rest = nnx.split(model, wrt, ...)
+    if not jax.tree.leaves(params):
+        raise ConfigError(f"{name}: the model has no trainable variables for filter {wrt!r}")
+    p_shard = state_sharding(mesh, params, run_cfg.mesh)
+    r_shard = state_sharding(mesh, rest, run_cfg.mesh)
+    params = jax.device_put(params, p_shard)
+    rest = jax.device_put(rest, r_shard)
+    o_shard = opt_state_sharding(mesh, tx, jax.eval_shape(tx.init, params), p_shard)
+    opt_state = jax.jit(tx.init, out_shardings=o_shard)(params)
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    run_dir = Path(run_cfg.run_dir)
+    ckpt_dir = run_cfg.checkpoint.dir or run_dir / "checkpoints"
+    ckpt = Checkpointer(
+        ckpt_dir,
+        every=run_cfg.checkpoint.every,
+        keep=run_cfg.checkpoint.keep,
+        async_save=run_cfg.checkpoint.async_save,
+    )
+    main = is_main_process()
+    logger = MetricsLogger(run_dir, name, fire_hook=tc.metrics_hook) if main else None
+    start, resumed_from = 0, None
+    latest = ckpt.latest_step() if run_cfg.checkpoint.resume else None
+    if latest is not None:
+        trees, record = ckpt.restore(
+            latest, {"params": params, "rest": rest, "opt_state": opt_state}
+        )
+        params, rest, opt_state = trees["params"], trees["rest"], trees["opt_state"]
+        start = resumed_from = int(record["data_position"])
+        if logger is not None:
+            logger.truncate_after(start)
+
+    compiles = 0
+
+    def step_fn(params: Any, rest: Any, opt_state: Any, batch: Any) -> tuple:
+        nonlocal compiles
+        compiles += 1  # runs once per trace
+        metrics, grads, rest = accumulated_grads(loss_fn, wrt, graphdef, params, rest, batch)
+        metrics["grad_norm"] = optax.global_norm(grads)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        return params, rest, opt_state, metrics
+
+    jstep = jax.jit(
+        step_fn,
+        donate_argnums=(0, 1, 2),
+        out_shardings=(p_shard, r_shard, o_shard, replicated),
+    )
+    kill_after = int(os.environ.get(KILL_ENV, "-1"))
+    progress = Progress(
+        steps, start=start, name=name, enabled=None if tc.progress and main else False
+    )
+    window: list[Any] = []
+    last: dict[str, float] = {}
+    last_eval: dict[str, float] = {}
+    history: list[dict[str, Any]] = []
+    t_window = time.perf_counter()
+
+    def evaluate(step: int) -> None:
+        nonlocal last_eval
+        if eval_fn is None:
+            return
+        em = {f"eval/{k}": float(v) for k, v in eval_fn(nnx.merge(graphdef, params, rest)).items()}
+        last_eval = {k[5:]: v for k, v in em.items()}
+        if logger is not None:
+            history.append(logger.log(step, em))
+
+    for step in range(start, steps):
+        batch = _place_batch(source(step), tc.grad_accum, tc.batch_size, mesh)
+        params, rest, opt_state, metrics = jstep(params, rest, opt_state, batch)
+        window.append(metrics)
+        s = step + 1
+        if s % tc.log_every == 0 or s == steps:
+            host = jax.device_get(window)
+            dt = time.perf_counter() - t_window
+            last = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
+            last["lr"] = float(schedule(step))
+            last["steps_per_s"] = len(host) / dt if dt > 0 else 0.0
+            last["examples_per_s"] = last["steps_per_s"] * tc.batch_size
+            window, t_window = [], time.perf_counter()
+            if logger is not None:
+                history.append(logger.log(s, last))
+            progress.update(s, {"loss": last["loss"]})
+        else:
+            progress.update(s)
+        if eval_fn is not None and tc.eval_every and s % tc.eval_every == 0 and s != steps:
+            evaluate(s)
+        if ckpt.should_save(s, final=s == steps):
+            record = {
+                "step": s,
+                "data_position": s,
+                "seed": tc.seed,
+                "total_steps": steps,
+                "run": name,
+                "metrics": last,
+            }
+            ckpt.save(s, {"params": params, "rest": rest, "opt_state": opt_state}, record)
+            if s == kill_after:
+                ckpt.wait()
+                os.kill(os.getpid(), signal.SIGKILL)
+    progress.close()
+    if start < steps or not last_eval:
+        evaluate(steps)
+    ckpt.wait()
+    ckpt.close()
+    nnx.update(model, params, rest)
+    return TrainResult(
+        step=steps,
+        metrics=last,
+        eval_metrics=last_eval,
+        run_dir=run_dir,
+        checkpoint_dir=Path(ckpt_dir),
+        resumed_from=resumed_from,
+        compiles=compiles,
+        seconds=time.perf_counter() - t_start,
+        history=history,
+    )

@@ -1,0 +1,150 @@
+"""Device mesh and sharding rules, described once.
+
+Design choices:
+- The mesh has two axes: `data` (pure data parallelism: parameters replicated) and
+  `fsdp` (fully-sharded data parallelism: the batch *and* the parameters are split, and
+  XLA all-gathers each weight where it is used). A batch is split over both axes.
+- Parameters annotated with logical axis names (`nnx.Param(..., out_sharding=("embed",
+  "mlp"))`, or `nnx.with_partitioning`) map to mesh axes through `LOGICAL_RULES`; a
+  parameter without annotations is sharded by a shape rule: its largest dimension that
+  the `fsdp` size divides goes over `fsdp`. Small tensors (fewer than `min_shard_size`
+  elements) and dimensions that do not divide stay replicated. Either way the result is
+  a `NamedSharding` per leaf, fixed for the whole run, so the jitted step never
+  recompiles and code correct on one device is correct on eight.
+- Optimizer state leaves that mirror a parameter (Adam moments) get that parameter's
+  sharding (`optax.tree_map_params`); the rest (step counts) are replicated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from pydantic import Field
+
+from studio_align.config import Strict
+from studio_align.errors import ConfigError
+
+DATA, FSDP = "data", "fsdp"
+BATCH_AXES = (DATA, FSDP)
+
+# Logical axis name -> mesh axis (None: replicated). The only place sharding is decided.
+LOGICAL_RULES: Mapping[str, str | tuple[str, ...] | None] = {
+    "batch": BATCH_AXES,
+    "embed": FSDP,
+    "vocab": None,
+    "mlp": None,
+    "heads": None,
+    "kv_heads": None,
+    "head_dim": None,
+    "lora_rank": None,
+    "layers": None,
+}
+
+
+class MeshConfig(Strict):
+    """`[mesh]`: how devices are arranged. `data = -1` takes every device fsdp leaves."""
+
+    data: int = Field(-1, ge=-1)
+    fsdp: int = Field(1, ge=1)
+    min_shard_size: int = Field(4096, ge=0)  # tensors smaller than this stay replicated
+
+
+def make_mesh(cfg: MeshConfig, devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A `(data, fsdp)` mesh over `devices` (default: all devices of all processes)."""
+    devs = list(devices) if devices is not None else jax.devices()
+    n = len(devs)
+    data = cfg.data if cfg.data != -1 else n // cfg.fsdp
+    if data < 1 or data * cfg.fsdp != n:
+        raise ConfigError(
+            f"mesh.data={cfg.data}, mesh.fsdp={cfg.fsdp}: data * fsdp must equal the "
+            f"{n} available device(s)"
+        )
+    return Mesh(np.asarray(devs, dtype=object).reshape(data, cfg.fsdp), BATCH_AXES)
+
+
+def batch_parallelism(mesh: Mesh) -> int:
+    """How many ways a batch is split (data * fsdp)."""
+    return int(mesh.shape[DATA] * mesh.shape[FSDP])
+
+
+def batch_sharding(mesh: Mesh, ndim: int, *, batch_dim: int = 0) -> NamedSharding:
+    """Sharding for an array whose `batch_dim` is the example axis."""
+    spec: list[Any] = [None] * ndim
+    spec[batch_dim] = BATCH_AXES
+    return NamedSharding(mesh, PartitionSpec(*spec))
+
+
+def _divides(mesh: Mesh, axes: str | tuple[str, ...] | None, size: int) -> bool:
+    if axes is None:
+        return True
+    names = (axes,) if isinstance(axes, str) else axes
+    return size % int(np.prod([mesh.shape[a] for a in names])) == 0
+
+
+def spec_for(
+    mesh: Mesh, shape: tuple[int, ...], logical: Sequence[str | None] | None, min_size: int
+) -> PartitionSpec:
+    """PartitionSpec for one parameter from its logical names, else from its shape."""
+    if logical:
+        out = []
+        for name, size in zip(logical, shape, strict=True):
+            axes = LOGICAL_RULES.get(name) if name is not None else None
+            out.append(axes if _divides(mesh, axes, size) else None)
+        return PartitionSpec(*out)
+    fsdp = mesh.shape[FSDP]
+    if fsdp == 1 or not shape or int(np.prod(shape)) < min_size:
+        return PartitionSpec()
+    order = sorted(range(len(shape)), key=lambda i: (-shape[i], i))
+    for i in order:
+        if shape[i] % fsdp == 0:
+            spec: list[Any] = [None] * len(shape)
+            spec[i] = FSDP
+            return PartitionSpec(*spec)
+    return PartitionSpec()
+
+
+def _logical_names(var: nnx.Variable) -> Sequence[str | None] | None:
+    meta = var.get_metadata()
+    names = meta.get("out_sharding") or meta.get("sharding_names") or meta.get("sharding")
+    if names and all(isinstance(n, str | type(None)) for n in names):
+        return tuple(names)
+    return None
+
+
+def state_sharding(mesh: Mesh, state: Any, cfg: MeshConfig) -> Any:
+    """A tree of `NamedSharding`s matching `state` (an `nnx.State` or any pytree)."""
+
+    def one(x: Any) -> Any:
+        if isinstance(x, nnx.Variable):
+            value = x.get_value()
+            spec = spec_for(mesh, tuple(np.shape(value)), _logical_names(x), cfg.min_shard_size)
+            return x.replace(NamedSharding(mesh, spec))
+        return NamedSharding(mesh, spec_for(mesh, tuple(np.shape(x)), None, cfg.min_shard_size))
+
+    return jax.tree.map(one, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def opt_state_sharding(
+    mesh: Mesh, tx: optax.GradientTransformation, opt_state: Any, param_sharding: Any
+) -> Any:
+    """Optimizer-state shardings: a parameter's sharding for its moments, else replicated."""
+    replicated = NamedSharding(mesh, PartitionSpec())
+    try:
+        return optax.tree_map_params(
+            tx,
+            lambda _, s: s,
+            opt_state,
+            param_sharding,
+            transform_non_params=lambda _: replicated,
+        )
+    except Exception:  # an optimizer whose state does not mirror params (adafactor)
+        return jax.tree.map(
+            lambda x: NamedSharding(mesh, spec_for(mesh, tuple(np.shape(x)), None, 1 << 62)),
+            opt_state,
+        )

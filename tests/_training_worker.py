@@ -1,0 +1,86 @@
+"""Subprocess worker for the sharding and resume tests (XLA flags must precede jax import).
+
+Usage: python _training_worker.py RUN_DIR OUT.npz [--set key=value ...]
+Trains a tiny MLP regressor with `train_loop` and writes the per-step losses and the
+final parameters to OUT.npz.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from studio_align.config import apply_overrides, validate
+from studio_align.training.batches import ArrayBatches
+from studio_align.training.loop import TrainRunConfig, train_loop
+
+
+class MLP(nnx.Module):
+    def __init__(self, d_in: int, d_hidden: int, *, rngs: nnx.Rngs):
+        self.l1 = nnx.Linear(d_in, d_hidden, rngs=rngs)
+        self.l2 = nnx.Linear(d_hidden, d_hidden, rngs=rngs)
+        self.out = nnx.Linear(d_hidden, 1, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.out(nnx.gelu(self.l2(nnx.gelu(self.l1(x)))))[..., 0]
+
+
+def mse(model: MLP, batch: dict) -> tuple[jax.Array, dict]:
+    pred = model(batch["x"])
+    return jnp.mean((pred - batch["y"]) ** 2), {}
+
+
+def data(n: int = 256, d: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    w = rng.normal(size=(d,)).astype(np.float32)
+    return {"x": x, "y": np.tanh(x @ w / 4).astype(np.float32)}
+
+
+def main(argv: list[str]) -> None:
+    run_dir, out, *rest = argv
+    overrides = [a for a in rest if a != "--set"]
+    base = {
+        "run_dir": run_dir,
+        "train": {
+            "steps": 12,
+            "batch_size": 16,
+            "log_every": 1,
+            "progress": False,
+            "metrics_hook": False,
+        },
+        "optim": {"learning_rate": 1e-2, "warmup_steps": 2},
+        "mesh": {"min_shard_size": 0},
+        "checkpoint": {"every": 4, "keep": 2},
+    }
+    cfg = validate(TrainRunConfig, apply_overrides(base, overrides))
+    model = MLP(16, 64, rngs=nnx.Rngs(cfg.train.seed))
+    batches = ArrayBatches(data(), cfg.train.batch_size, seed=cfg.train.seed)
+    res = train_loop(model, cfg.optim, mse, batches, cfg)
+    flat = {
+        "p/" + "/".join(map(str, k)): np.asarray(v)
+        for k, v in nnx.to_flat_state(nnx.state(model, nnx.Param))
+    }
+    losses = [h["loss"] for h in res.history if "loss" in h]
+    steps = [h["step"] for h in res.history if "loss" in h]
+    specs = {
+        "s/" + "/".join(map(str, k)): str(v.sharding.spec)
+        for k, v in nnx.to_flat_state(nnx.state(model, nnx.Param))
+    }
+    np.savez(
+        out,
+        losses=np.array(losses),
+        steps=np.array(steps),
+        compiles=res.compiles,
+        devices=jax.device_count(),
+        **flat,
+        **specs,
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

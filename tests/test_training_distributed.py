@@ -1,0 +1,82 @@
+"""Sharding equivalence and exact resume, each in fresh subprocesses.
+
+XLA's host device count must be set before jax is imported, so every run is a
+subprocess of `_training_worker.py` (a tiny MLP trained with `train_loop`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from studio_align.training.loop import KILL_ENV
+
+WORKER = Path(__file__).with_name("_training_worker.py")
+
+
+def _run(run_dir: Path, out: Path, *sets: str, devices: int = 1, env: dict | None = None) -> int:
+    e = dict(os.environ)
+    e.pop(KILL_ENV, None)
+    e["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    e["JAX_PLATFORMS"] = "cpu"
+    e.update(env or {})
+    args = [sys.executable, str(WORKER), str(run_dir), str(out)]
+    for s in sets:
+        args += ["--set", s]
+    proc = subprocess.run(args, env=e, capture_output=True, text=True, timeout=120)
+    if proc.returncode not in (0, -9):
+        raise AssertionError(f"worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc.returncode
+
+
+def _params(d: np.lib.npyio.NpzFile) -> dict[str, np.ndarray]:
+    return {k: d[k] for k in d.files if k.startswith("p/")}
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> np.lib.npyio.NpzFile:
+    tmp = tmp_path_factory.mktemp("single")
+    _run(tmp / "run", tmp / "out.npz")
+    return np.load(tmp / "out.npz")
+
+
+@pytest.mark.parametrize(("data", "fsdp"), [(8, 1), (2, 4)], ids=["data8", "data2-fsdp4"])
+def test_eight_devices_match_one(
+    tmp_path: Path, single: np.lib.npyio.NpzFile, data: int, fsdp: int
+) -> None:
+    _run(
+        tmp_path / "run", tmp_path / "out.npz", f"mesh.data={data}", f"mesh.fsdp={fsdp}", devices=8
+    )
+    multi = np.load(tmp_path / "out.npz")
+    assert int(multi["devices"]) == 8 and int(single["devices"]) == 1
+    assert int(multi["compiles"]) == 1
+    np.testing.assert_allclose(multi["losses"], single["losses"], rtol=1e-5, atol=1e-6)
+    for k, v in _params(single).items():
+        np.testing.assert_allclose(multi[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+    if fsdp > 1:  # the hidden kernel really is split over the fsdp axis
+        assert "fsdp" in str(multi["s/l2/kernel"])
+    else:
+        assert "fsdp" not in str(multi["s/l2/kernel"])
+
+
+def test_killed_run_resumes_exactly(tmp_path: Path, single: np.lib.npyio.NpzFile) -> None:
+    run = tmp_path / "run"
+    rc = _run(run, tmp_path / "killed.npz", env={KILL_ENV: "8"})
+    assert rc == -9 and not (tmp_path / "killed.npz").exists()
+    assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [
+        4,
+        8,
+    ]
+    _run(run, tmp_path / "resumed.npz")
+    resumed = np.load(tmp_path / "resumed.npz")
+    assert list(resumed["steps"]) == [9, 10, 11, 12]  # only the remaining steps ran
+    np.testing.assert_array_equal(resumed["losses"], single["losses"][8:])
+    for k, v in _params(single).items():
+        np.testing.assert_array_equal(resumed[k], v, err_msg=k)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 12  # the file reads as one uninterrupted run
