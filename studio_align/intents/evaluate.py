@@ -1,0 +1,168 @@
+"""Router evaluation: pure metric functions over gold and predicted plans.
+
+Everything here takes plain lists (gold plans, predicted plans, confidences, requests)
+and returns plain dicts of floats and ints, so the CLI, the report, the pipeline and
+tests share one implementation and its output serialises to JSON as is.
+
+- exact-plan accuracy: the predicted step list equals the gold one;
+- step F1: ordered-step (LCS) F1, the same partial credit as the `intent_accuracy`
+  reward, averaged over examples;
+- validity rate: the predicted plan is valid under the catalog for the request's
+  attachments;
+- slices by language (CJK ideographs present -> `zh`, else `en`), gold plan length and
+  intent (the gold plan's signature, `a+b`), each with count, exact accuracy and F1;
+- a confusion matrix of first steps (gold rows, predicted columns, `<none>` for an
+  empty plan);
+- calibration: a reliability curve of equal-width confidence bins (mean confidence vs
+  exact accuracy per bin) and the expected calibration error
+  ECE = sum_b n_b / N * |acc_b - conf_b|.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from studio_align.intents.catalog import Catalog, default_catalog
+from studio_align.intents.format import is_cjk, request_fields
+from studio_align.plugins.routing import ordered_step_f1
+
+Plan = Sequence[str]
+NONE_STEP = "<none>"
+
+
+def exact_matches(gold: Sequence[Plan], pred: Sequence[Plan]) -> list[bool]:
+    return [list(g) == list(p) for g, p in zip(gold, pred, strict=True)]
+
+
+def step_f1s(gold: Sequence[Plan], pred: Sequence[Plan]) -> list[float]:
+    return [ordered_step_f1(list(p), list(g)) for g, p in zip(gold, pred, strict=True)]
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(sum(xs) / len(xs)) if xs else float("nan")
+
+
+def validity(pred: Sequence[Plan], requests: Sequence[Any], catalog: Catalog) -> list[bool]:
+    return [
+        catalog.is_valid(list(p), request_fields(r)[1]) for p, r in zip(pred, requests, strict=True)
+    ]
+
+
+def language_of(request: Any) -> str:
+    return "zh" if is_cjk(request_fields(request)[0]) else "en"
+
+
+def plan_signature(plan: Plan) -> str:
+    return "+".join(plan) if plan else NONE_STEP
+
+
+def sliced(
+    keys: Sequence[str], exact: Sequence[bool], f1: Sequence[float]
+) -> dict[str, dict[str, float]]:
+    """Per-key count, exact accuracy and mean step F1, keys sorted."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, k in enumerate(keys):
+        groups[k].append(i)
+    return {
+        k: {
+            "n": len(idx),
+            "exact_plan_accuracy": _mean([float(exact[i]) for i in idx]),
+            "step_f1": _mean([f1[i] for i in idx]),
+        }
+        for k, idx in sorted(groups.items())
+    }
+
+
+def first_step_confusion(
+    gold: Sequence[Plan], pred: Sequence[Plan], labels: Sequence[str]
+) -> dict[str, Any]:
+    """Counts of (gold first step, predicted first step); `<none>` for empty plans."""
+    labels = [*labels, NONE_STEP]
+    index = {lab: i for i, lab in enumerate(labels)}
+    m = [[0] * len(labels) for _ in labels]
+    for g, p in zip(gold, pred, strict=True):
+        gi = index.get(g[0] if g else NONE_STEP, index[NONE_STEP])
+        pi = index.get(p[0] if p else NONE_STEP, index[NONE_STEP])
+        m[gi][pi] += 1
+    return {"labels": labels, "matrix": m}
+
+
+def calibration(
+    confidences: Sequence[float], correct: Sequence[bool], n_bins: int = 10
+) -> dict[str, Any]:
+    """Reliability curve over `n_bins` equal-width bins in [0, 1] and the ECE."""
+    bins: list[dict[str, float]] = []
+    total = len(confidences)
+    ece = 0.0
+    for b in range(n_bins):
+        lo, hi = b / n_bins, (b + 1) / n_bins
+        idx = [
+            i for i, c in enumerate(confidences) if (lo <= c < hi) or (b == n_bins - 1 and c == hi)
+        ]
+        if not idx:
+            bins.append(
+                {"lo": lo, "hi": hi, "n": 0, "confidence": float("nan"), "accuracy": float("nan")}
+            )
+            continue
+        conf = _mean([float(confidences[i]) for i in idx])
+        acc = _mean([float(correct[i]) for i in idx])
+        ece += len(idx) / total * abs(acc - conf)
+        bins.append({"lo": lo, "hi": hi, "n": len(idx), "confidence": conf, "accuracy": acc})
+    return {"bins": bins, "ece": float(ece) if total else float("nan")}
+
+
+def evaluate_routes(
+    examples: Sequence[dict[str, Any]],
+    plans: Sequence[Plan],
+    confidences: Sequence[float] | None = None,
+    *,
+    catalog: Catalog | None = None,
+    n_bins: int = 10,
+) -> dict[str, Any]:
+    """All router figures for labelled examples and the router's plans (JSON-ready)."""
+    if len(examples) != len(plans):
+        raise ValueError(f"{len(examples)} examples but {len(plans)} plans")
+    cat = catalog or default_catalog()
+    gold = [list(e["plan"]) for e in examples]
+    requests = [e["request"] for e in examples]
+    exact = exact_matches(gold, plans)
+    f1 = step_f1s(gold, plans)
+    valid = validity(plans, requests, cat)
+    out: dict[str, Any] = {
+        "n": len(examples),
+        "exact_plan_accuracy": _mean([float(x) for x in exact]),
+        "step_f1": _mean(f1),
+        "validity_rate": _mean([float(v) for v in valid]),
+        "by_language": sliced([language_of(r) for r in requests], exact, f1),
+        "by_plan_length": sliced([str(len(g)) for g in gold], exact, f1),
+        "by_intent": sliced([plan_signature(g) for g in gold], exact, f1),
+        "first_step_confusion": first_step_confusion(gold, plans, cat.names),
+    }
+    if confidences is not None:
+        cal = calibration(list(confidences), exact, n_bins)
+        out["calibration"] = cal
+        out["ece"] = cal["ece"]
+        out["mean_confidence"] = _mean([float(c) for c in confidences])
+    return out
+
+
+def errors(
+    examples: Sequence[dict[str, Any]],
+    plans: Sequence[Plan],
+    confidences: Sequence[float] | None = None,
+    limit: int = 30,
+) -> list[dict[str, Any]]:
+    """The first `limit` mistakes, most confident first (for the report's table)."""
+    conf = list(confidences) if confidences is not None else [float("nan")] * len(plans)
+    rows = [
+        {"request": e["request"], "gold": list(e["plan"]), "predicted": list(p), "confidence": c}
+        for e, p, c in zip(examples, plans, conf, strict=True)
+        if list(e["plan"]) != list(p)
+    ]
+
+    def key(r: dict[str, Any]) -> float:
+        return -(r["confidence"] if r["confidence"] == r["confidence"] else 0)
+
+    return sorted(rows, key=key)[:limit]
