@@ -2,7 +2,9 @@
 
 Exit codes: 0 all lines valid (or invalid ones quarantined); 1 invalid lines and no
 `--quarantine` (each printed as `file:line: reason: detail`); 2 bad input (a missing
-file, a bad option), as one line on stderr.
+file, a bad option, an unwritable quarantine), as one line on stderr (the root group
+turns `StudioAlignError` into that). Plan steps are checked against the plugin host's
+catalog, so engines registered by plugins (`--plugin`) are known steps.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
@@ -18,22 +20,14 @@ from studio_align.cli import main
 from studio_align.data.compile import InvalidLogError, compile_logs
 from studio_align.data.reader import InvalidLine, ReadSummary, validate_logs
 from studio_align.data.schemas import EVENT_TYPES
-from studio_align.errors import StudioAlignError
-from studio_align.intents.catalog import Catalog, default_catalog
+from studio_align.errors import DataError
+from studio_align.intents.catalog import Catalog
+from studio_align.plugins import get_host
 
 
 def _catalog() -> Catalog:
-    """The plugin host's catalog (plugin engines count), or the default without a host."""
-    try:
-        from studio_align.plugins import get_host  # type: ignore[attr-defined]
-    except ImportError:
-        return default_catalog()
+    """The plugin host's catalog, so engines that plugins register count as known steps."""
     return get_host().catalog
-
-
-def _fail(err: Exception) -> NoReturn:
-    click.echo(f"Error: {err}", err=True)
-    sys.exit(2)
 
 
 def _print_invalid(bad: InvalidLine) -> None:
@@ -98,8 +92,8 @@ def validate_cmd(
             quarantine=quarantine,
             on_invalid=None if as_json else _print_invalid,
         )
-    except (StudioAlignError, OSError) as e:
-        _fail(e)
+    except OSError as e:
+        raise DataError(str(e)) from e
     if as_json:
         click.echo(json.dumps(summary.to_dict(), ensure_ascii=False, indent=2))
     else:
@@ -159,8 +153,8 @@ def compile_cmd(
             _print_summary(e.summary)
             click.echo(f"Error: {e}", err=True)
         sys.exit(1)
-    except (StudioAlignError, OSError) as e:
-        _fail(e)
+    except OSError as e:
+        raise DataError(str(e)) from e
     manifest: dict[str, Any] = result.manifest
     if as_json:
         click.echo(json.dumps(manifest, ensure_ascii=False, indent=2))
