@@ -73,14 +73,16 @@ class Checkpointer:
         """Save `trees` (name -> pytree of arrays) and a JSON `record` as step `step`."""
         items: dict[str, Any] = {}
         paths: dict[str, list[str]] = {}
+        shapes: dict[str, list[list[int]]] = {}
         for name, tree in trees.items():
             keys, leaves = _flatten(tree)
             paths[name] = keys
+            shapes[name] = [list(np.shape(x)) for x in leaves]
             items[name] = {
                 f"leaf_{i:05d}": (jax.random.key_data(x) if _is_key(x) else x)
                 for i, x in enumerate(leaves)
             }
-        meta = {"record": dict(record), "paths": paths}
+        meta = {"record": dict(record), "paths": paths, "shapes": shapes}
         # orbax refuses empty trees (a model with no non-trainable variables)
         args = {n: ocp.args.StandardSave(v) for n, v in items.items() if v}
         args["meta"] = ocp.args.JsonSave(meta)
@@ -94,9 +96,18 @@ class Checkpointer:
         for name, tree in like.items():
             keys, leaves = _flatten(tree)
             saved = meta["paths"].get(name)
-            if saved != keys:
+            saved_shapes = meta.get("shapes", {}).get(name)
+            now_shapes = [list(np.shape(x)) for x in leaves]
+            if saved != keys or (saved_shapes is not None and saved_shapes != now_shapes):
                 first = next(
                     (f"{a} != {b}" for a, b in zip(saved or [], keys, strict=False) if a != b),
+                    None,
+                ) or next(
+                    (
+                        f"{k}: saved shape {tuple(a)}, model has {tuple(b)}"
+                        for k, a, b in zip(keys, saved_shapes or [], now_shapes, strict=False)
+                        if a != b
+                    ),
                     f"{len(saved or [])} saved leaves, {len(keys)} expected",
                 )
                 raise CheckpointError(
