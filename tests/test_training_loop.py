@@ -13,14 +13,14 @@ import pytest
 from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _training_worker import MLP, data, mse  # noqa: E402
+from _training_worker import MLP, data, mse
 
-from studio_align.config import load_config, validate  # noqa: E402
-from studio_align.errors import ConfigError  # noqa: E402
-from studio_align.training.accumulate import accumulated_grads  # noqa: E402
-from studio_align.training.batches import ArrayBatches  # noqa: E402
-from studio_align.training.loop import TrainRunConfig, train_loop  # noqa: E402
-from studio_align.training.optim import OptimConfig, make_optimizer, make_schedule  # noqa: E402
+from studio_align.config import load_config, validate
+from studio_align.errors import ConfigError
+from studio_align.training.accumulate import accumulated_grads
+from studio_align.training.batches import ArrayBatches
+from studio_align.training.loop import TrainRunConfig, train_loop
+from studio_align.training.optim import OptimConfig, make_optimizer, make_schedule
 
 
 def _weighted_loss(model: MLP, batch: dict) -> tuple[jax.Array, dict]:
@@ -176,11 +176,11 @@ def test_weight_decay_skips_vectors() -> None:
 
 
 def test_config_errors_name_the_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="optim.name"):
+    with pytest.raises(ConfigError, match=r"optim\.name"):
         load_config(TrainRunConfig, None, ["optim.name=adamx"])
     with pytest.raises(ConfigError, match="grad_accum"):
         load_config(TrainRunConfig, None, ["train.batch_size=6", "train.grad_accum=4"])
-    with pytest.raises(ConfigError, match="train.stepz"):
+    with pytest.raises(ConfigError, match=r"train\.stepz"):
         load_config(TrainRunConfig, None, ["train.stepz=3"])
     cfg = _cfg(tmp_path, batch_size=8)
     cfg.mesh.data = 3
