@@ -279,6 +279,7 @@ class LogReader:
         self.summary = ReadSummary()
         self._steps = frozenset(self.catalog.names)
         self._isfile = functools.lru_cache(maxsize=65536)(os.path.isfile)
+        self._plan_problems = functools.lru_cache(maxsize=8192)(self._plan_problems_uncached)
         self._used = False
         if isinstance(quarantine, str | os.PathLike):
             q = Path(quarantine)
@@ -313,7 +314,7 @@ class LogReader:
         summary.files.append(counts)
         base_dir = str(path.resolve().parent)
         limit = self.max_line_bytes
-        validate = EVENT_ADAPTER.validate_json
+        validate = EVENT_ADAPTER.validator.validate_json  # the core validator: no wrapper cost
         lineno = 0
         with open(path, "rb") as f:
             readline = f.readline
@@ -390,7 +391,7 @@ class LogReader:
                 return Reason.UNKNOWN_STEP, "unknown step " + ", ".join(unknown)
             preferred = event.preferred_plan
             if preferred is not None:
-                problems = self.catalog.plan_problems(preferred, event.request.attachments)
+                problems = self._plan_problems(tuple(preferred), tuple(event.request.attachments))
                 if problems:
                     which = "final" if event.outcome == "rerouted" else "proposed"
                     return Reason.INVALID_PLAN, f"{which} plan ({event.outcome}): " + "; ".join(
@@ -405,6 +406,11 @@ class LogReader:
             if missing:
                 return Reason.MISSING_IMAGE, "; ".join(missing)
         return None
+
+    def _plan_problems_uncached(
+        self, plan: tuple[str, ...], attachments: tuple[str, ...]
+    ) -> list[str]:
+        return self.catalog.plan_problems(plan, attachments)
 
     def _invalid(
         self,
