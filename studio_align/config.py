@@ -3,13 +3,16 @@
 One pydantic model per concern, composed by each command's run config. Every model
 forbids unknown keys, so a typo is an error that names the key instead of a silently
 ignored setting. Overrides use dotted keys (`optim.learning_rate=3e-4`) and values are
-parsed as TOML scalars/arrays, falling back to a bare string.
+parsed as TOML scalars/arrays, falling back to a bare string. Errors name the dotted
+key, say when it came from `--set`, and suggest the closest known key for a typo.
 """
 
 from __future__ import annotations
 
+import difflib
 import tomllib
-from collections.abc import Iterable, Mapping
+import typing
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,26 +73,63 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{p}: invalid TOML: {e}") from e
 
 
-def validate(model: type[M], data: Mapping[str, Any], *, source: str = "config") -> M:
-    """Validate `data` against `model`; errors name each offending dotted key and why."""
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside a field annotation (`Sub`, `Sub | None`), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _submodel(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _suggestion(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """` (did you mean 'x'?)` for an unknown key at `loc`, or an empty string."""
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        field = current.model_fields.get(str(part)) if current is not None else None
+        current = _submodel(field.annotation) if field is not None else None
+        if current is None:
+            return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(current.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def validate(
+    model: type[M],
+    data: Mapping[str, Any],
+    *,
+    source: str = "config",
+    overridden: Collection[str] = (),
+) -> M:
+    """Validate `data` against `model`; errors name each offending dotted key and why.
+
+    `overridden` holds the dotted keys set by `--set`, so their errors say so.
+    """
     try:
         return model.model_validate(data)
     except ValidationError as e:
         problems = []
         for err in e.errors():
             key = ".".join(str(p) for p in err["loc"]) or "<root>"
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key" + _suggestion(model, tuple(err["loc"]))
+            else:
+                msg = err["msg"]
+            if any(key == k or key.startswith(k + ".") for k in overridden):
+                msg += " (from --set)"
             problems.append(f"{key}: {msg}")
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 
-def load_config(
-    model: type[M], path: str | Path | None = None, overrides: Iterable[str] = ()
-) -> M:
+def load_config(model: type[M], path: str | Path | None = None, overrides: Iterable[str] = ()) -> M:
     """Load `model` from an optional TOML file plus `--set` overrides."""
+    overrides = list(overrides)
     data = read_toml(path) if path is not None else {}
     data = apply_overrides(data, overrides)
-    return validate(model, data, source=str(path) if path else "config")
+    keys = [o.partition("=")[0].strip() for o in overrides]
+    return validate(model, data, source=str(path) if path else "config", overridden=keys)
 
 
 def dump_toml(model: BaseModel) -> str:

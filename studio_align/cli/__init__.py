@@ -129,11 +129,17 @@ def main() -> None:
     """Alignment SDK for creative platforms."""
 
 
-def _register_subcommands() -> None:
+def _register_subcommands(
+    group: click.Group | None = None,
+    *,
+    package: str = __name__,
+    modules: list[str] | None = None,
+) -> None:
     """Import every present module of `COMMAND_MODULES` and add its command to `main`."""
-    for stem in COMMAND_MODULES:
-        modname = f"{__name__}.{stem}"
-        before = set(main.commands)
+    group = main if group is None else group
+    for stem in COMMAND_MODULES if modules is None else modules:
+        modname = f"{package}.{stem}"
+        before = set(group.commands)
         try:
             module = importlib.import_module(modname)
         except ModuleNotFoundError as e:
@@ -142,10 +148,10 @@ def _register_subcommands() -> None:
             raise
         cmd = getattr(module, stem.removesuffix("_cmd"), None)
         if isinstance(cmd, click.Command):
-            if main.commands.get(cmd.name or "") is not cmd:
-                main.add_command(cmd)
-        elif set(main.commands) == before and not any(
-            isinstance(v, click.Command) and main.commands.get(v.name or "") is v
+            if group.commands.get(cmd.name or "") is not cmd:
+                group.add_command(cmd)
+        elif set(group.commands) == before and not any(
+            isinstance(v, click.Command) and group.commands.get(v.name or "") is v
             for v in vars(module).values()
         ):
             raise RuntimeError(

@@ -1,0 +1,195 @@
+"""The root command: --plugin loading before subcommands, plugins list, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from studio_align.cli import COMMAND_MODULES, _register_subcommands, main
+from studio_align.errors import PluginError
+from studio_align.plugins import get_host, set_host
+
+HELLO = """
+import click
+from studio_align.errors import DataError
+
+def studio_align_register_commands(cli):
+    @cli.command("hello")
+    @click.option("--name", default="world")
+    def hello(name):
+        "Say hello (from a plugin)."
+        click.echo(f"hello {name}")
+
+    @cli.command("fail")
+    def fail():
+        raise DataError("logs.jsonl line 3: bad JSON\\nsecond line")
+
+def studio_align_register_rewards(register):
+    def hello_reward(prompts):
+        return [1.0 for _ in prompts]
+    register(hello_reward)
+"""
+
+
+@pytest.fixture
+def runner(monkeypatch):
+    monkeypatch.delenv("STUDIO_ALIGN_PLUGINS", raising=False)
+    monkeypatch.delenv("STUDIO_ALIGN_DEBUG", raising=False)
+    return CliRunner()
+
+
+@pytest.fixture
+def hello_file(tmp_path):
+    p = tmp_path / "hello_plugin.py"
+    p.write_text(textwrap.dedent(HELLO), encoding="utf-8")
+    return p
+
+
+def plugins_json(runner, *args):
+    result = runner.invoke(main, [*args, "plugins", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    return {p["name"]: p for p in json.loads(result.stdout)}
+
+
+def test_plugins_list_shows_builtins(runner):
+    plugins = plugins_json(runner)
+    routing = plugins["studio_align.plugins.routing"]
+    assert routing["origin"] == "builtin"
+    assert routing["hooks"] == ["studio_align_register_rewards"]
+    assert routing["rewards"] == ["intent_accuracy", "plan_validity"]
+    assert "grading.film" in plugins["studio_align.plugins.catalog"]["engines"]
+    text = runner.invoke(main, ["plugins", "list"])
+    assert text.exit_code == 0
+    assert "studio_align.plugins.routing  [builtin]" in text.output
+    assert "rewards: intent_accuracy, plan_validity" in text.output
+
+
+def test_plugin_file_adds_a_command_before_subcommand_resolution(runner, hello_file):
+    result = runner.invoke(main, ["--plugin", str(hello_file), "hello", "--name", "ada"])
+    assert result.exit_code == 0, result.output
+    assert result.output == "hello ada\n"
+    helped = runner.invoke(main, ["--plugin", str(hello_file), "--help"])
+    assert "hello" in helped.output and "Say hello" in helped.output
+    info = plugins_json(runner, "--plugin", str(hello_file))["hello_plugin"]
+    assert info["origin"] == "file"
+    assert info["commands"] == ["hello", "fail"]
+    assert info["rewards"] == ["hello_reward"]
+    assert set(info["hooks"]) == {"studio_align_register_commands", "studio_align_register_rewards"}
+    # Without --plugin the command does not exist, and nothing leaked from the last call.
+    missing = runner.invoke(main, ["hello"])
+    assert missing.exit_code == 2 and "No such command 'hello'" in missing.output
+
+
+def test_repeatable_plugin_option_and_module_origin(runner, hello_file, tmp_path, monkeypatch):
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "sa_cli_mod_plugin.py").write_text(
+        "def studio_align_register_rewards(register):\n"
+        "    register(lambda plans: plans, name='from_module')\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(mods))
+    plugins = plugins_json(runner, "--plugin", str(hello_file), "--plugin", "sa_cli_mod_plugin")
+    assert plugins["hello_plugin"]["origin"] == "file"
+    assert plugins["sa_cli_mod_plugin"]["origin"] == "module"
+    assert plugins["sa_cli_mod_plugin"]["rewards"] == ["from_module"]
+    sys.modules.pop("sa_cli_mod_plugin", None)
+
+
+def test_env_var_plugins(runner, hello_file, monkeypatch):
+    monkeypatch.setenv("STUDIO_ALIGN_PLUGINS", str(hello_file))
+    assert plugins_json(runner)["hello_plugin"]["origin"] == "env"
+    assert runner.invoke(main, ["hello"]).output == "hello world\n"
+
+
+def test_library_errors_are_one_line_exit_2(runner, hello_file, tmp_path):
+    result = runner.invoke(main, ["--plugin", str(hello_file), "fail"])
+    assert result.exit_code == 2
+    assert result.stderr == "Error: logs.jsonl line 3: bad JSON; second line\n"
+    assert "Traceback" not in result.output
+
+    broken = tmp_path / "broken_plugin.py"
+    broken.write_text("import not_installed_anywhere_xyz\n", encoding="utf-8")
+    result = runner.invoke(main, ["--plugin", str(broken), "plugins", "list"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: plugin 'broken_plugin' (file ")
+    assert "ModuleNotFoundError" in result.stderr and result.stderr.count("\n") == 1
+
+    hook_fails = tmp_path / "hook_fails.py"
+    hook_fails.write_text(
+        "def studio_align_register_rewards(register):\n    raise ValueError('oops')\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(main, ["--plugin", str(hook_fails), "plugins", "list"])
+    assert result.exit_code == 2
+    assert (
+        "plugin 'hook_fails' raised ValueError in hook studio_align_register_rewards"
+        in result.stderr
+    )
+
+
+def test_debug_env_lets_the_traceback_through(runner, hello_file, monkeypatch):
+    monkeypatch.setenv("STUDIO_ALIGN_DEBUG", "1")
+    result = runner.invoke(main, ["--plugin", str(hello_file), "fail"])
+    assert result.exit_code == 1
+    assert type(result.exception).__name__ == "DataError"
+
+
+def test_plugin_command_clashing_with_builtin(runner, tmp_path):
+    clash = tmp_path / "clash.py"
+    clash.write_text(
+        "import click\n"
+        "def studio_align_register_commands(cli):\n"
+        "    @cli.command('plugins')\n"
+        "    def plugins():\n"
+        "        pass\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(main, ["--plugin", str(clash), "plugins", "list"])
+    assert result.exit_code == 2
+    assert "'plugins' (plugin clash) clash with built-in commands" in result.stderr
+
+
+def test_invocation_host_is_not_left_behind(runner, hello_file):
+    previous = set_host(None)
+    try:
+        before = get_host()
+        runner.invoke(main, ["--plugin", str(hello_file), "plugins", "list"])
+        assert get_host() is before
+        assert "hello_reward" not in get_host().rewards
+    finally:
+        set_host(previous)
+
+
+def test_register_subcommands_skips_absent_modules_and_raises_real_errors(tmp_path, monkeypatch):
+    pkg = tmp_path / "fakecli_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "ok_cmd.py").write_text(
+        "import click\n@click.command('ok')\ndef ok():\n    click.echo('ok!')\n", encoding="utf-8"
+    )
+    (pkg / "broken_cmd.py").write_text(
+        "import a_dependency_that_is_missing_xyz\n", encoding="utf-8"
+    )
+    (pkg / "nocommand_cmd.py").write_text("X = 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    group = click.Group("test")
+    _register_subcommands(group, package="fakecli_pkg", modules=["absent_cmd", "ok_cmd"])
+    assert list(group.commands) == ["ok"]
+    with pytest.raises(ModuleNotFoundError, match="a_dependency_that_is_missing_xyz"):
+        _register_subcommands(group, package="fakecli_pkg", modules=["broken_cmd"])
+    with pytest.raises(RuntimeError, match=r"fakecli_pkg\.nocommand_cmd defines no command"):
+        _register_subcommands(group, package="fakecli_pkg", modules=["nocommand_cmd"])
+    for m in [m for m in sys.modules if m.startswith("fakecli_pkg")]:
+        del sys.modules[m]
+
+
+def test_command_module_list_includes_plugins_cmd():
+    assert COMMAND_MODULES[0] == "plugins_cmd"
+    assert "plugins" in main.commands
+    assert issubclass(PluginError, Exception)
