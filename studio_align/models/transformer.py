@@ -1,0 +1,318 @@
+"""Gemma-3-style decoder-only transformer in flax NNX, with a static KV cache.
+
+Design choices:
+
+- Module tree and parameter names mirror Hugging Face's `Gemma3ForCausalLM`
+  (`embed_tokens`, `layers.{i}.self_attn.{q,k,v,o}_proj`, `q_norm`, `k_norm`,
+  `input_layernorm`, `post_attention_layernorm`, `pre_feedforward_layernorm`,
+  `post_feedforward_layernorm`, `mlp.{gate,up,down}_proj`, `norm`), so a checkpoint maps
+  one-to-one: HF `X.weight` of a projection is our `X.kernel` transposed, HF norm
+  `weight` is our `scale` (both used as `1 + scale`), the embedding is shared with the
+  output head. See docs/engine.md for the table.
+- Attention masks are built once per call from three facts: which keys are real
+  (`attn_mask` / filled cache slots), causality by slot order, and each token's position
+  (sliding window: `q_pos - k_pos < window`, as in HF). So right padding, left padding and
+  per-sample prompt lengths all work, with or without the cache.
+- The cache is a plain pytree (`Cache`) of per-layer `[B, S, K, Dh]` keys/values plus
+  the position held in every slot (-1 = empty) and the next write index. It is
+  preallocated to a static size, updated with `dynamic_update_slice`, and returned, so a
+  jitted decode loop can donate it. Local layers keep the full-size cache and rely on
+  the window mask: simpler than ring buffers and exact.
+- Numerics follow Gemma: RMSNorm, softmax and RoPE in float32, matmuls in `cfg.dtype`,
+  logits returned in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from studio_align.models.config import ModelConfig
+from studio_align.models.lora import Linear
+
+_NEG = -0.7 * float(jnp.finfo(jnp.float32).max)
+
+
+class Cache(NamedTuple):
+    """Static-size KV cache. `pos[b, s]` is the position stored in slot s (-1 = empty)."""
+
+    k: tuple[jax.Array, ...]  # per layer [B, S, num_kv_heads, head_dim]
+    v: tuple[jax.Array, ...]
+    pos: jax.Array  # [B, S] int32
+    index: jax.Array  # [] int32: next slot to write
+
+    @property
+    def size(self) -> int:
+        return int(self.pos.shape[1])
+
+
+class RMSNorm(nnx.Module):
+    """`x / rms(x) * (1 + scale)`, computed in float32 (scale starts at zero)."""
+
+    def __init__(self, dim: int, *, eps: float = 1e-6, param_dtype: jnp.dtype = jnp.float32):
+        self.eps = eps
+        self.scale = nnx.Param(
+            jnp.zeros((dim,), param_dtype), out_sharding=(None,), eager_sharding=False
+        )
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x32 = x.astype(jnp.float32)
+        y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return (y * (1.0 + self.scale[...].astype(jnp.float32))).astype(x.dtype)
+
+
+class Embedder(nnx.Module):
+    """Token embedding shared with the output head; inputs are scaled by sqrt(d_model)."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        init = nnx.initializers.normal(stddev=cfg.d_model**-0.5)
+        self.embedding = nnx.Param(
+            init(rngs.params(), (cfg.vocab_size, cfg.d_model), cfg.jnp_param_dtype),
+            out_sharding=("vocab", "embed"),
+            eager_sharding=False,
+        )
+        self.dtype = cfg.jnp_dtype
+        self.scale = math.sqrt(cfg.d_model)
+
+    def encode(self, tokens: jax.Array) -> jax.Array:
+        x = jnp.take(self.embedding[...], tokens, axis=0).astype(self.dtype)
+        return x * jnp.asarray(self.scale, self.dtype)
+
+    def decode(self, x: jax.Array) -> jax.Array:
+        emb = self.embedding[...].astype(self.dtype)
+        return jnp.einsum("btd,vd->btv", x, emb, preferred_element_type=jnp.float32)
+
+
+def rope_tables(positions: jax.Array, head_dim: int, base: float, scale: float = 1.0):
+    """`(sin, cos)` of shape [B, T, 1, head_dim/2] for rotate-half RoPE (float32)."""
+    half = head_dim // 2
+    inv_freq = 1.0 / (base ** (jnp.arange(0, half, dtype=jnp.float32) * 2.0 / head_dim))
+    angles = (positions.astype(jnp.float32) / scale)[..., None] * inv_freq
+    return jnp.sin(angles)[:, :, None, :], jnp.cos(angles)[:, :, None, :]
+
+
+def apply_rope(x: jax.Array, sin: jax.Array, cos: jax.Array) -> jax.Array:
+    """Rotate-half RoPE (HF/Gemma convention: first and second halves pair up)."""
+    x32 = x.astype(jnp.float32)
+    x1, x2 = jnp.split(x32, 2, axis=-1)
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x.dtype)
+
+
+class Attention(nnx.Module):
+    """GQA self-attention with QK-norm, RoPE and optional logit soft-capping."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        d, h, kv, hd = cfg.d_model, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        kw = dict(dtype=cfg.jnp_dtype, param_dtype=cfg.jnp_param_dtype, rngs=rngs)
+
+        def lora_for(name: str):
+            return cfg.lora if cfg.lora is not None and name in cfg.lora.targets else None
+
+        self.q_proj = Linear(d, h * hd, sharding=("embed", "heads"), lora=lora_for("q_proj"), **kw)
+        self.k_proj = Linear(d, kv * hd, sharding=("embed", "kv"), lora=lora_for("k_proj"), **kw)
+        self.v_proj = Linear(d, kv * hd, sharding=("embed", "kv"), lora=lora_for("v_proj"), **kw)
+        self.o_proj = Linear(h * hd, d, sharding=("heads", "embed"), lora=lora_for("o_proj"), **kw)
+        self.q_norm = RMSNorm(hd, eps=cfg.rms_norm_eps, param_dtype=cfg.jnp_param_dtype)
+        self.k_norm = RMSNorm(hd, eps=cfg.rms_norm_eps, param_dtype=cfg.jnp_param_dtype)
+        self.num_heads, self.num_kv_heads, self.head_dim = h, kv, hd
+        self.scale = cfg.attn_scale
+        self.softcap = cfg.attn_logit_softcapping
+
+    def __call__(
+        self,
+        x: jax.Array,
+        rope: tuple[jax.Array, jax.Array],
+        mask: jax.Array,
+        kv_cache: tuple[jax.Array, jax.Array] | None = None,
+        index: jax.Array | None = None,
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
+        b, t, _ = x.shape
+        h, kvh, hd = self.num_heads, self.num_kv_heads, self.head_dim
+        q = self.q_norm(self.q_proj(x).reshape(b, t, h, hd))
+        k = self.k_norm(self.k_proj(x).reshape(b, t, kvh, hd))
+        v = self.v_proj(x).reshape(b, t, kvh, hd)
+        q = apply_rope(q, *rope)
+        k = apply_rope(k, *rope)
+        new_cache = None
+        if kv_cache is not None:
+            ck, cv = kv_cache
+            zero = jnp.zeros((), jnp.int32)
+            ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (zero, index, zero, zero))
+            cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (zero, index, zero, zero))
+            k, v, new_cache = ck.astype(q.dtype), cv.astype(q.dtype), (ck, cv)
+        q = q.reshape(b, t, kvh, h // kvh, hd)
+        logits = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
+        logits = logits * self.scale
+        if self.softcap is not None:
+            logits = jnp.tanh(logits / self.softcap) * self.softcap
+        logits = jnp.where(mask[:, None, None, :, :], logits, _NEG)
+        probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+        out = jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(b, t, h * hd)
+        return self.o_proj(out), new_cache
+
+
+class MLP(nnx.Module):
+    """Gated GELU (tanh approximation): down(gelu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        d, f = cfg.d_model, cfg.d_ff
+        kw = dict(dtype=cfg.jnp_dtype, param_dtype=cfg.jnp_param_dtype, rngs=rngs)
+
+        def lora_for(name: str):
+            return cfg.lora if cfg.lora is not None and name in cfg.lora.targets else None
+
+        self.gate_proj = Linear(d, f, sharding=("embed", "mlp"), lora=lora_for("gate_proj"), **kw)
+        self.up_proj = Linear(d, f, sharding=("embed", "mlp"), lora=lora_for("up_proj"), **kw)
+        self.down_proj = Linear(f, d, sharding=("mlp", "embed"), lora=lora_for("down_proj"), **kw)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.down_proj(jax.nn.gelu(self.gate_proj(x), approximate=True) * self.up_proj(x))
+
+
+class DecoderLayer(nnx.Module):
+    """Pre- and post-norm around both attention and MLP (Gemma 3 "sandwich" norms)."""
+
+    def __init__(self, cfg: ModelConfig, layer: int, *, rngs: nnx.Rngs):
+        norm = dict(eps=cfg.rms_norm_eps, param_dtype=cfg.jnp_param_dtype)
+        self.is_local = cfg.is_local(layer)
+        self.input_layernorm = RMSNorm(cfg.d_model, **norm)
+        self.self_attn = Attention(cfg, rngs=rngs)
+        self.post_attention_layernorm = RMSNorm(cfg.d_model, **norm)
+        self.pre_feedforward_layernorm = RMSNorm(cfg.d_model, **norm)
+        self.mlp = MLP(cfg, rngs=rngs)
+        self.post_feedforward_layernorm = RMSNorm(cfg.d_model, **norm)
+
+    def __call__(self, x, rope, mask, kv_cache=None, index=None):
+        h, kv_cache = self.self_attn(self.input_layernorm(x), rope, mask, kv_cache, index)
+        x = x + self.post_attention_layernorm(h)
+        x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+        return x, kv_cache
+
+
+def positions_from_mask(attn_mask: jax.Array) -> jax.Array:
+    """Position of each token counting only real tokens (pads get a harmless clamp)."""
+    return jnp.maximum(jnp.cumsum(attn_mask.astype(jnp.int32), axis=-1) - 1, 0)
+
+
+class Transformer(nnx.Module):
+    """Decoder LM: `model(tokens, positions, attn_mask) -> logits [B, T, V]` (float32)."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.embed_tokens = Embedder(cfg, rngs=rngs)
+        self.layers = nnx.List([DecoderLayer(cfg, i, rngs=rngs) for i in range(cfg.num_layers)])
+        self.norm = RMSNorm(cfg.d_model, eps=cfg.rms_norm_eps, param_dtype=cfg.jnp_param_dtype)
+
+    # -- full-sequence path ------------------------------------------------------------------
+
+    def __call__(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array | None = None,
+        attn_mask: jax.Array | None = None,
+    ) -> jax.Array:
+        return self.logits(self.hidden(tokens, positions, attn_mask))
+
+    def hidden(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array | None = None,
+        attn_mask: jax.Array | None = None,
+    ) -> jax.Array:
+        """Final-norm hidden states [B, T, D] (for chunked log-probs and value/reward heads)."""
+        b, t = tokens.shape
+        if attn_mask is None:
+            attn_mask = jnp.ones((b, t), jnp.bool_)
+        attn_mask = attn_mask.astype(jnp.bool_)
+        if positions is None:
+            positions = positions_from_mask(attn_mask)
+        idx = jnp.arange(t)
+        causal = (idx[None, :] <= idx[:, None])[None]  # [1, T, T]
+        allowed = causal & attn_mask[:, None, :]
+        masks = self._masks(allowed, positions, positions)
+        x = self.embed_tokens.encode(tokens)
+        ropes = self._ropes(positions)
+        for layer in self.layers:
+            x, _ = layer(x, ropes[layer.is_local], masks[layer.is_local])
+        return self.norm(x)
+
+    def logits(self, h: jax.Array) -> jax.Array:
+        out = self.embed_tokens.decode(h)
+        cap = self.cfg.final_logit_softcapping
+        return out if cap is None else jnp.tanh(out / cap) * cap
+
+    # -- cached path -------------------------------------------------------------------------
+
+    def init_cache(self, batch: int, size: int, dtype: jnp.dtype | None = None) -> Cache:
+        """An empty cache of `size` slots per sequence (prompt bucket + new tokens)."""
+        c = self.cfg
+        shape = (batch, size, c.num_kv_heads, c.head_dim)
+        dt = dtype or c.jnp_dtype
+        zeros = tuple(jnp.zeros(shape, dt) for _ in range(c.num_layers))
+        return Cache(
+            k=zeros,
+            v=tuple(jnp.zeros(shape, dt) for _ in range(c.num_layers)),
+            pos=jnp.full((batch, size), -1, jnp.int32),
+            index=jnp.zeros((), jnp.int32),
+        )
+
+    def forward_cached(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        attn_mask: jax.Array,
+        cache: Cache,
+    ) -> tuple[jax.Array, Cache]:
+        """Append `tokens [B, T]` at slots `cache.index...` and attend over the whole cache.
+
+        Used for prefill (T = prompt bucket) and for decoding (T = 1). Tokens with
+        `attn_mask` False are written but marked empty, so nothing ever attends to them.
+        Returns logits [B, T, V] and the updated cache (index advanced by T).
+        """
+        t = tokens.shape[1]
+        s = cache.size
+        attn_mask = attn_mask.astype(jnp.bool_)
+        new_pos = jnp.where(attn_mask, positions, -1).astype(jnp.int32)
+        slot_pos = jax.lax.dynamic_update_slice(cache.pos, new_pos, (jnp.int32(0), cache.index))
+        q_slot = cache.index + jnp.arange(t)
+        causal = (jnp.arange(s)[None, :] <= q_slot[:, None])[None]  # [1, T, S]
+        allowed = causal & (slot_pos >= 0)[:, None, :]
+        masks = self._masks(allowed, positions, slot_pos)
+        x = self.embed_tokens.encode(tokens)
+        ropes = self._ropes(positions)
+        ks, vs = [], []
+        for i, layer in enumerate(self.layers):
+            x, (k, v) = layer(
+                x,
+                ropes[layer.is_local],
+                masks[layer.is_local],
+                (cache.k[i], cache.v[i]),
+                cache.index,
+            )
+            ks.append(k)
+            vs.append(v)
+        logits = self.logits(self.norm(x))
+        return logits, Cache(tuple(ks), tuple(vs), slot_pos, cache.index + t)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _masks(self, allowed: jax.Array, q_pos: jax.Array, k_pos: jax.Array):
+        """(global mask, local mask), indexable by `layer.is_local`."""
+        w = self.cfg.sliding_window
+        if w is None:
+            return allowed, allowed
+        window = (q_pos[:, :, None] - k_pos[:, None, :]) < w
+        return allowed, allowed & window
+
+    def _ropes(self, positions: jax.Array):
+        """(global rope tables, local rope tables), indexable by `layer.is_local`."""
+        c = self.cfg
+        glob = rope_tables(positions, c.head_dim, c.rope_theta, c.rope_scaling_factor)
+        if c.sliding_window is None:
+            return glob, glob
+        return glob, rope_tables(positions, c.head_dim, c.rope_local_base_freq)
