@@ -1,0 +1,168 @@
+"""Model bundles: the directory eval, serve and later training stages load a model from.
+
+Layout of a bundle directory:
+
+    bundle.json           format tag + version, model class, free-form `extra`
+    model_config.json     the `ModelConfig` (LoRA settings included)
+    params.safetensors    every model variable, keyed by its dotted path
+    tokenizer.json        the tokenizer (when one was given)
+
+Design choices:
+- safetensors rather than an orbax tree: a bundle is a deployable artefact read by the
+  router and the server on one host; orbax directories are for resumable training.
+- Loading builds the module abstractly (`nnx.eval_shape`, no random init) and fills it
+  from the file; missing, unexpected or mis-shaped tensors are a `CheckpointError` that
+  names them, never a silent partial load.
+- LoRA adapters (when the config has LoRA) are saved with the base weights, so a bundle
+  rebuilds exactly the trained module; `models.lora.merge_lora` folds them if wanted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from studio_align.errors import CheckpointError
+
+FORMAT = "studio-align/model-bundle"
+VERSION = 1
+
+
+@dataclass
+class ModelBundle:
+    """What `load_model_bundle` returns."""
+
+    model: nnx.Module
+    tokenizer: Any | None
+    config: Any
+    extra: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+
+def _key(path: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def _saveable(var: nnx.Variable) -> bool:
+    value = var.get_value()
+    return hasattr(value, "dtype") and not jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key)
+
+
+def _host(value: Any) -> np.ndarray:
+    a = np.asarray(jax.device_get(value))
+    if a.dtype.kind == "V" or a.dtype.name == "bfloat16":  # no numpy-native dtype: store f32
+        a = a.astype(np.float32)
+    return np.ascontiguousarray(a)
+
+
+def save_model_bundle(
+    directory: str | Path,
+    model: nnx.Module,
+    tokenizer: Any | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write `model` (with its `cfg`), `tokenizer` and `extra` metadata to `directory`."""
+    from safetensors.numpy import save_file
+
+    cfg = getattr(model, "cfg", None)
+    if cfg is None or not hasattr(cfg, "model_dump"):
+        raise CheckpointError(
+            f"save_model_bundle: {type(model).__name__} has no pydantic `cfg` to rebuild it from"
+        )
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    tensors = {
+        _key(path): _host(var.get_value())
+        for path, var in nnx.to_flat_state(nnx.state(model))
+        if _saveable(var)
+    }
+    save_file(tensors, str(d / "params.safetensors"))
+    (d / "model_config.json").write_text(
+        json.dumps(cfg.model_dump(mode="json"), indent=2), encoding="utf-8"
+    )
+    if tokenizer is not None:
+        tokenizer.save(d / "tokenizer.json")
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
+        "config_class": f"{type(cfg).__module__}.{type(cfg).__qualname__}",
+        "extra": extra or {},
+    }
+    (d / "bundle.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+    return d
+
+
+def _import(qualname: str) -> Any:
+    module, _, name = qualname.rpartition(".")
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise CheckpointError(f"bundle names {qualname!r}, which cannot be imported: {e}") from e
+
+
+def load_model_bundle(directory: str | Path) -> ModelBundle:
+    """Rebuild the model, tokenizer and metadata saved by `save_model_bundle`."""
+    from safetensors.numpy import load_file
+
+    d = Path(directory)
+    meta_path = d / "bundle.json"
+    if not meta_path.exists():
+        raise CheckpointError(f"{d}: not a model bundle (no bundle.json)")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if meta.get("format") != FORMAT or int(meta.get("version", 0)) > VERSION:
+        raise CheckpointError(
+            f"{meta_path}: unsupported bundle format {meta.get('format')!r} "
+            f"version {meta.get('version')!r}"
+        )
+    cfg_cls = _import(meta["config_class"])
+    model_cls = _import(meta["model_class"])
+    cfg = cfg_cls.model_validate_json((d / "model_config.json").read_text(encoding="utf-8"))
+    abstract = nnx.eval_shape(lambda: model_cls(cfg, rngs=nnx.Rngs(0)))
+    graphdef, state = nnx.split(abstract)
+    tensors = load_file(str(d / "params.safetensors"))
+    flat = nnx.to_flat_state(state)
+    expected = {_key(p) for p, v in flat if _saveable_abstract(v)}
+    missing = sorted(expected - tensors.keys())
+    unexpected = sorted(tensors.keys() - expected)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{d}/params.safetensors does not fit {meta['model_class']}: "
+            f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "
+            f"unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
+        )
+    for path, var in flat:
+        k = _key(path)
+        if k not in tensors:
+            continue
+        want = var.get_value()
+        got = tensors[k]
+        if tuple(got.shape) != tuple(want.shape):
+            raise CheckpointError(
+                f"{d}/params.safetensors: {k} has shape {got.shape}, the config needs {want.shape}"
+            )
+        var.set_value(jnp.asarray(got, dtype=want.dtype))
+    model = nnx.merge(graphdef, nnx.from_flat_state(flat))
+    tokenizer = None
+    if (d / "tokenizer.json").exists():
+        from studio_align.models.tokenizer import Tokenizer
+
+        tokenizer = Tokenizer.load(d / "tokenizer.json")
+    return ModelBundle(
+        model=model, tokenizer=tokenizer, config=cfg, extra=meta.get("extra", {}), path=d
+    )
+
+
+def _saveable_abstract(var: nnx.Variable) -> bool:
+    value = var.get_value()
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
