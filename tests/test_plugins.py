@@ -348,3 +348,14 @@ def test_default_host_is_cached_and_swappable():
         assert get_host() is a
     finally:
         set_host(previous)
+
+
+def test_blocked_plugins_are_skipped(tmp_path):
+    path = write_plugin(tmp_path, "blockme", "import not_installed_anywhere_xyz\n")
+    env = {
+        "STUDIO_ALIGN_BLOCK_PLUGINS": "studio_align.plugins.routing, blockme",
+        "STUDIO_ALIGN_PLUGINS": str(path),
+    }
+    h = PluginHost.default(entry_points=False, env=env)
+    assert "intent_accuracy" not in h.rewards
+    assert "studio_align.plugins.catalog" in {i.name for i in h.describe()}

@@ -43,8 +43,11 @@ def site(tmp_path_factory) -> Path:
     return target
 
 
-def run(site: Path | None, *args: str, code: str = CLI) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("STUDIO_ALIGN_PLUGINS", "PYTHONPATH")}
+def run(
+    site: Path | None, *args: str, code: str = CLI, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
+    drop = ("STUDIO_ALIGN_PLUGINS", "STUDIO_ALIGN_BLOCK_PLUGINS", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if k not in drop} | extra_env
     if site is not None:
         env["PYTHONPATH"] = str(site)
     return subprocess.run(
@@ -68,6 +71,20 @@ def test_not_installed_means_not_listed():
     done = run(None, "plugins", "list", "--json")
     assert done.returncode == 0, done.stderr
     assert "brand_safety" not in {p["name"] for p in json.loads(done.stdout)}
+
+
+def test_installed_example_can_be_blocked(site):
+    done = run(site, "plugins", "list", "--json", STUDIO_ALIGN_BLOCK_PLUGINS="brand_safety")
+    assert done.returncode == 0, done.stderr
+    assert "brand_safety" not in {p["name"] for p in json.loads(done.stdout)}
+
+
+def test_python_dash_m_entry(site):
+    code = "import runpy; runpy.run_module('studio_align.cli', run_name='__main__')"
+    done = run(site, "--help", code=code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: studio-align")
+    assert "plugins" in done.stdout
 
 
 SCORE = """

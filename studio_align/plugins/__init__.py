@@ -20,6 +20,7 @@ BUILTIN_PLUGINS: list[str] = [
 
 from studio_align.hookspecs import Encoder, EncoderSpec, hookimpl  # noqa: E402
 from studio_align.plugins.host import (  # noqa: E402
+    BLOCK_ENV_VAR,
     ENV_VAR,
     ORIGINS,
     PluginHost,
@@ -31,6 +32,7 @@ from studio_align.plugins.host import (  # noqa: E402
 from studio_align.rewards import Reward, RewardScores, score_batch  # noqa: E402
 
 __all__ = [
+    "BLOCK_ENV_VAR",
     "BUILTIN_PLUGINS",
     "ENV_VAR",
     "ORIGINS",

@@ -44,6 +44,7 @@ from studio_align.intents.catalog import Catalog, Engine
 from studio_align.rewards import Reward, RewardScores, score_batch
 
 ENV_VAR = "STUDIO_ALIGN_PLUGINS"
+BLOCK_ENV_VAR = "STUDIO_ALIGN_BLOCK_PLUGINS"
 ENTRY_POINT_GROUP = PROJECT
 ORIGINS = ("builtin", "entry point", "file", "module", "env", "manual")
 
@@ -117,6 +118,7 @@ class PluginHost:
         self._registry: _Registry | None = None
         self._commands: dict[str, click.Command] | None = None
         self._command_owner: dict[str, str] = {}
+        self.blocked: set[str] = set()
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -127,12 +129,17 @@ class PluginHost:
         entry_points: bool = True,
         env: Mapping[str, str] | None = None,
     ) -> PluginHost:
-        """Builtins, installed entry points, `STUDIO_ALIGN_PLUGINS`, then `plugins`."""
+        """Builtins, installed entry points, `STUDIO_ALIGN_PLUGINS`, then `plugins`.
+
+        Plugins named in `STUDIO_ALIGN_BLOCK_PLUGINS` (comma-separated) are skipped.
+        """
+        env = os.environ if env is None else env
         host = cls()
+        host.blocked = {n.strip() for n in env.get(BLOCK_ENV_VAR, "").split(",") if n.strip()}
         host.load_builtins()
         if entry_points:
             host.load_entry_points()
-        host.load_env((os.environ if env is None else env).get(ENV_VAR, ""))
+        host.load_env(env.get(ENV_VAR, ""))
         for spec in plugins:
             host.load(spec)
         return host
@@ -143,12 +150,14 @@ class PluginHost:
         """Register a plugin object (module, class instance) and return its name.
 
         Registering the same object twice is a no-op; a different object under a taken
-        name is an error naming both origins.
+        name is an error naming both origins. A blocked name is skipped.
         """
         if self.pm.is_registered(plugin):
             return self.pm.get_name(plugin) or ""
         name = name or getattr(plugin, "__name__", None) or self.pm.get_canonical_name(plugin)
         source = source or getattr(plugin, "__name__", "") or repr(plugin)
+        if name in self.blocked:
+            return name
         if self.pm.has_plugin(name):
             prev_origin, prev_source = self._origin.get(name, ("manual", ""))
             raise PluginError(
@@ -181,6 +190,8 @@ class PluginHost:
 
     def load_module(self, module: str, *, origin: str = "module") -> str:
         """Import `module` and register it as a plugin named after it."""
+        if module in self.blocked:
+            return module
         try:
             mod = importlib.import_module(module)
         except Exception as e:
@@ -192,6 +203,8 @@ class PluginHost:
     def load_file(self, path: str | Path, *, origin: str = "file") -> str:
         """Execute a `.py` file as a module and register it, named after the file."""
         p = Path(path).expanduser().resolve()
+        if p.stem in self.blocked:
+            return p.stem
         if not p.is_file():
             raise PluginError(f"plugin file {str(path)!r} ({origin}): not found")
         digest = hashlib.sha1(str(p).encode()).hexdigest()[:10]
@@ -235,6 +248,8 @@ class PluginHost:
         """Register every installed distribution's entry point in `group`."""
         names = []
         for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
+            if ep.name in self.blocked:
+                continue
             dist = getattr(ep, "dist", None)
             source = f"{dist.name} {dist.version}" if dist is not None else ep.value
             try:
@@ -242,7 +257,7 @@ class PluginHost:
             except Exception as e:
                 raise PluginError(
                     f"plugin {ep.name!r} (entry point {ep.value} of {source}): import failed: "
-                    f"{type(e).__name__}: {e}"
+                    f"{type(e).__name__}: {e} (set {BLOCK_ENV_VAR}={ep.name} to skip it)"
                 ) from e
             names.append(self.register(obj, name=ep.name, origin="entry point", source=source))
         return names
@@ -525,6 +540,7 @@ def using_host(host: PluginHost | None) -> Iterator[PluginHost | None]:
 
 
 __all__ = [
+    "BLOCK_ENV_VAR",
     "ENV_VAR",
     "ORIGINS",
     "PluginHost",
