@@ -7,8 +7,9 @@ The log (mixed valid events of all four types, one invalid line in `--invalid-ev
 optionally one over-long line) is generated into a temporary directory by a child
 process, so generation memory is not counted. This process then imports the reader,
 records its baseline RSS, reads the log streaming (invalid lines quarantined to a temp
-file) and reports peak RSS (`ru_maxrss`, the honest high-water mark of the process) and
-its delta over the baseline. Prints one JSON object.
+file) and reports wall and CPU time (on a shared machine `lines_per_cpu_s` is the rate
+undisturbed by other processes), peak RSS (`ru_maxrss`, the honest high-water mark of
+the process) and its delta over the baseline. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def generate(path: Path, lines: int, invalid_every: int, long_line_mb: int, seed
         for i, raw in enumerate(synthetic_lines(lines, seed=seed, images=images), 1):
             if invalid_every and i % invalid_every == 0:
                 raw = INVALID[(i // invalid_every) % len(INVALID)]
-            elif long_line_mb and i == lines // 2:
+            elif long_line_mb and i == lines // 2 + 1:
                 pad = b"x" * (long_line_mb << 20)
                 raw = b'{"type": "rating", "prompt": "' + pad + b'"}\n'
             f.write(raw)
@@ -105,11 +106,11 @@ def main() -> None:
         reader = LogReader(
             log, check_images=args.check_images, quarantine=Path(tmp) / "quarantine.jsonl"
         )
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         n = 0
         for _ in reader:
             n += 1
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
         peak = _max_rss_mb()
         s = reader.summary
         size = log.stat().st_size
@@ -127,6 +128,9 @@ def main() -> None:
             "read_seconds": round(seconds, 2),
             "lines_per_s": round(s.total_lines / seconds),
             "mb_per_s": round(size / 2**20 / seconds, 1),
+            "read_cpu_seconds": round(cpu, 2),
+            "lines_per_cpu_s": round(s.total_lines / cpu),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
             "rss_baseline_mb": round(baseline, 1),
             "rss_peak_mb": round(peak, 1),
             "rss_delta_mb": round(peak - baseline, 1),
