@@ -86,12 +86,13 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 
 def _suggestion(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """` (did you mean 'x'?)` for an unknown key at `loc`, or an empty string."""
-    current: type[BaseModel] | None = model
+    current: type[BaseModel] = model
     for part in loc[:-1]:
-        field = current.model_fields.get(str(part)) if current is not None else None
-        current = _submodel(field.annotation) if field is not None else None
-        if current is None:
+        field = current.model_fields.get(str(part))
+        sub = _submodel(field.annotation) if field is not None else None
+        if sub is None:
             return ""
+        current = sub
     close = difflib.get_close_matches(str(loc[-1]), list(current.model_fields), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -318,7 +318,8 @@ class PluginHost:
             description: str | None = None,
         ) -> None:
             if isinstance(reward, Reward):
-                fn, default_name, default_desc = reward.fn, reward.name, reward.description
+                fn, default_desc = reward.fn, reward.description
+                default_name: str | None = reward.name
             elif callable(reward):
                 fn, default_name = reward, getattr(reward, "__name__", None)
                 default_desc = (inspect.getdoc(reward) or "").strip().split("\n")[0]
@@ -350,11 +351,8 @@ class PluginHost:
             description: str | None = None,
         ) -> None:
             if isinstance(encoder, EncoderSpec):
-                factory, default_name, default_desc = (
-                    encoder.factory,
-                    encoder.name,
-                    encoder.description,
-                )
+                factory, default_desc = encoder.factory, encoder.description
+                default_name: str | None = encoder.name
             elif callable(encoder):
                 factory, default_name = encoder, getattr(encoder, "__name__", None)
                 default_desc = (inspect.getdoc(encoder) or "").strip().split("\n")[0]
