@@ -115,7 +115,8 @@ def _cell(text: str) -> str:
 class GitRecorder:
     """Commit kept configs to `branch` of the git repository at `repo`.
 
-    Uses a temporary index and `commit-tree`/`update-ref`, so the repository's checked
+    The branch starts from the repository's current HEAD (or as an orphan in an empty
+    repository). Uses a temporary index and `commit-tree`/`update-ref`, so the repository's checked
     out branch, index and working tree are never touched (the loop may run inside the
     very repository it records to)."""
 
@@ -164,6 +165,9 @@ class GitRecorder:
     def commit(self, files: dict[str, str], message: str) -> str:
         """Commit `files` (name -> text, under `subdir`) on top of the branch; returns the sha."""
         parent = self.head()
+        ref_parent = parent  # what update-ref expects the branch to point at now
+        if parent is None:  # a new branch starts from the checked-out commit, if any
+            parent = self._git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
         with tempfile.TemporaryDirectory() as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             if parent:
@@ -180,5 +184,5 @@ class GitRecorder:
             args += ["-p", parent]
         sha = self._git(*args)
         assert sha
-        self._git("update-ref", f"refs/heads/{self.branch}", sha, parent or "")
+        self._git("update-ref", f"refs/heads/{self.branch}", sha, ref_parent or "")
         return sha

@@ -157,13 +157,13 @@ class Autotune:
         )
         return rec
 
-    def _sigma(self, state: _State) -> float:
+    def _noise(self, state: _State) -> acceptance.Noise:
         groups = [
             t["values"]
             for t in state.trials.values()
             if t["status"] in ("baseline", "keep", "discard") and len(t["values"]) >= 2
         ]
-        return acceptance.pooled_std(groups, min_std=self.space.spec.acceptance.min_std)
+        return acceptance.estimate_noise(groups, min_std=self.space.spec.acceptance.min_std)
 
     def _best(self, state: _State) -> dict[str, Any]:
         kept = [t for t in state.trials.values() if t["status"] in ("baseline", "keep")]
@@ -370,7 +370,7 @@ class Autotune:
             config, desc = pending["config"], pending["description"]
             self._log(f"trial {n}: {desc}")
             best = self._best(state)
-            sigma = self._sigma(state)
+            noise = self._noise(state)
             values: list[float] = []
             used: list[int] = []
             seconds = 0.0
@@ -389,7 +389,13 @@ class Autotune:
                 if queue:
                     continue
                 decision = acceptance.decide(
-                    best["values"], values, sigma=sigma, k=k, sign=self.sign, can_rerun=bool(extra)
+                    best["values"],
+                    values,
+                    sigma=noise.sigma,
+                    k=k,
+                    dof=noise.dof,
+                    sign=self.sign,
+                    can_rerun=bool(extra),
                 )
                 if decision.verdict == "rerun":
                     queue.append(extra.pop(0))
@@ -409,7 +415,12 @@ class Autotune:
                 message=message,
             )
             if decision is not None:
-                record.update(improvement=decision.diff, margin=decision.margin, sigma=sigma)
+                record.update(
+                    improvement=decision.diff,
+                    margin=decision.margin,
+                    sigma=noise.sigma,
+                    dof=noise.dof,
+                )
             rec = self._finish(state, record)
             proposer.tell(n, config, rec["mean"], status)
             shown = "-" if rec["mean"] is None else f"{rec['mean']:.6g}"
@@ -457,7 +468,7 @@ class Autotune:
         if 0 in state.trials and state.trials[0]["status"] == "baseline":
             b = state.trials[0]
             s.baseline_mean, s.baseline_std = b["mean"], b["std"]
-            s.sigma = self._sigma(state)
+            s.sigma = self._noise(state).sigma
             best = self._best(state)
             s.best_trial, s.best_config = best["trial"], best["config"]
             s.best_mean, s.best_std, s.best_seeds = best["mean"], best["std"], best["seeds"]

@@ -92,7 +92,8 @@ class SobolProposer(_Stateless):
         engine = qmc.Sobol(d=max(1, len(self.space.params)), scramble=True, seed=self.seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # balance warning for non-power-of-2 draws
-            engine.fast_forward(max(0, trial - 1))
+            if trial > 1:
+                engine.fast_forward(trial - 1)
             u = engine.random(1)[0]
         config = self.space.from_units(dict(zip(self.space.params, u, strict=False)))
         return Proposal(config, f"sobol: {self.space.diff(config, history.baseline)}")

@@ -184,8 +184,9 @@ class Seeds(Strict):
 class Acceptance(Strict):
     """Keep a candidate only if it beats the best by more than `k` standard errors.
 
-    margin = k * sigma * sqrt(1/n_best + 1/n_candidate), with sigma the pooled standard
-    deviation across seeds (never below `min_std`).
+    margin = t(k, dof) * sigma * sqrt(1/n_best + 1/n_candidate), with sigma the pooled
+    standard deviation across seeds (never below `min_std`) and t(k, dof) the Student-t
+    quantile at the confidence that `k` has for a normal (see `acceptance.critical`).
     """
 
     k: float = Field(2.0, ge=0)
