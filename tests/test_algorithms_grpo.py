@@ -190,3 +190,11 @@ def test_static_options_under_jit() -> None:
         aggregation="token-mean",
     )
     assert float(a) == pytest.approx(float(b))
+
+
+def test_overlong_penalty_hand_values() -> None:
+    from studio_align.algorithms import overlong_penalty
+
+    got = overlong_penalty(jnp.array([4, 6, 7, 8, 9]), max_tokens=8, buffer=4)
+    np.testing.assert_allclose(got, [0.0, -0.5, -0.75, -1.0, -1.0])
+    np.testing.assert_allclose(overlong_penalty(jnp.array([8, 9]), max_tokens=8, buffer=0), [0, -1])

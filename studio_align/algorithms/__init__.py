@@ -12,6 +12,7 @@ from studio_align.algorithms.grpo import (
     KL_ESTIMATORS,
     grpo_advantages,
     grpo_loss,
+    overlong_penalty,
     zero_variance_groups,
 )
 from studio_align.algorithms.kl_controller import KLController, KLState, adaptive_kl, fixed_kl
@@ -36,6 +37,7 @@ __all__ = [
     "kto_kl_estimate",
     "kto_loss",
     "orpo_loss",
+    "overlong_penalty",
     "running_normalizer",
     "simpo_loss",
     "zero_variance_groups",

@@ -232,3 +232,18 @@ def grpo_loss(
     metrics["clip_fraction"] = metrics["clip_fraction/low"] + metrics["clip_fraction/high"]
     metrics["ratio/mean"] = _token_mean(r, mask, None)
     return loss, metrics
+
+
+# --- reward shaping ------------------------------------------------------------------------
+
+
+def overlong_penalty(lengths: Array, *, max_tokens: int, buffer: int) -> Array:
+    """DAPO's soft overlong punishment, counted in tokens, in [-1, 0].
+
+    0 up to `max_tokens - buffer`, then falling linearly to -1 at `max_tokens`, and -1
+    beyond (a truncated completion). `buffer = 0` gives 0 up to `max_tokens`, -1 beyond.
+    """
+    lengths = jnp.asarray(lengths, jnp.float32)
+    start = max_tokens - buffer
+    ramp = (start - lengths) / max(buffer, 1)
+    return jnp.where(lengths <= start, 0.0, jnp.where(lengths <= max_tokens, ramp, -1.0))

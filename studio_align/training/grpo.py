@@ -1,0 +1,314 @@
+"""GRPO trainer: rollouts from any `Policy`, plugin rewards, clipped group-relative updates.
+
+One step:
+1. Rollout with dynamic sampling (DAPO): draw `prompts_per_step` prompts, sample
+   `group_size` completions each, score them; groups whose rewards are all equal carry
+   no signal and are dropped, and fresh prompts are drawn until the step has
+   `prompts_per_step` informative groups (at most `max_resample` extra rollouts; if still
+   short, the step is filled with dropped groups, whose advantages are 0).
+2. Rewards: the plugin rewards combined with config weights (`rewards.score_batch`),
+   plus DAPO's soft overlong penalty counted in tokens.
+3. Advantages per group (`grpo`, `dr_grpo` or `rloo`), reference log-probs if beta > 0.
+4. `mu` passes over the rollout in `minibatches` minibatches, one optimizer update each,
+   with the rollout's log-probs as the old log-probs of the clipped ratio (clip-higher
+   with `epsilon_high`), so pass 1 is on-policy and later passes are off-policy.
+
+Logged per step: each reward's mean, the zero-variance group fraction of the first
+rollout, KL to the reference, clip fraction, entropy, completion length.
+
+Design choices: the update is one `jax.jit` step over split `(params, rest, opt_state)`
+with donation, compiled once (every minibatch has the same shape); the algorithm's
+string options are resolved into a closure before tracing. Rollouts, rewards and
+dynamic sampling are host-side Python: they are data-dependent and cheap next to the
+forward passes. The policy is anything implementing `policy.Policy`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from pydantic import Field
+
+from studio_align.algorithms import grpo_advantages, grpo_loss, overlong_penalty
+from studio_align.config import Strict
+from studio_align.errors import ConfigError
+from studio_align.training.accumulate import accumulated_grads
+from studio_align.training.metrics import MetricsLogger
+from studio_align.training.optim import OptimConfig, make_optimizer
+from studio_align.training.policy import Policy, Rollout
+
+RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
+
+
+class GRPOConfig(Strict):
+    """`[grpo]`: the algorithm and its rollouts."""
+
+    steps: int = Field(100, ge=1)
+    prompts_per_step: int = Field(8, ge=1)
+    group_size: int = Field(8, ge=2)
+    mu: int = Field(1, ge=1)  # optimisation passes per rollout
+    minibatches: int = Field(1, ge=1)  # optimizer updates per pass
+    estimator: Literal["grpo", "dr_grpo", "rloo"] = "grpo"
+    epsilon: float = Field(0.2, gt=0)
+    epsilon_high: float | None = Field(0.28, gt=0)  # DAPO clip-higher; None = epsilon
+    beta: float = Field(0.0, ge=0)  # KL penalty to the reference
+    kl: Literal["k1", "k2", "k3"] = "k3"
+    aggregation: Literal["token-mean", "sequence-mean-token-mean", "sequence-mean-token-scale"] = (
+        "token-mean"
+    )
+    importance: Literal["token", "sequence"] = "token"  # "sequence" = GSPO
+    dynamic_sampling: bool = True
+    max_resample: int = Field(4, ge=0)  # extra rollouts per step to refill dropped groups
+    overlong_buffer: int = Field(0, ge=0)  # tokens; 0 = only truncation is punished
+    overlong_penalty: float = Field(0.0, ge=0)  # weight of the overlong penalty (0 = off)
+    max_tokens: int | None = None  # length limit for the penalty (default: the policy's)
+    seed: int = 0
+    log_every: int = Field(1, ge=1)
+
+
+def plugin_reward_fn(
+    rewards: Any,
+    weights: Mapping[str, float] | None = None,
+    *,
+    context: Mapping[str, Any] | None = None,
+) -> RewardFn:
+    """A `RewardFn` from plugin rewards (`{name: Reward}` or a list) and config weights.
+
+    Columns are the rollout's (`completions`, decoded `plans`, ...) plus every key of the
+    prompt records (dicts) other than `prompt`, repeated per sample; `prompts` are the
+    policy inputs.
+    """
+    from studio_align.rewards import score_batch
+
+    def fn(records: list[Any], rollout: Rollout) -> tuple[np.ndarray, dict[str, float]]:
+        columns: dict[str, list[Any]] = dict(rollout.columns)
+        columns["prompts"] = [r["prompt"] if isinstance(r, Mapping) else r for r in records]
+        if records and isinstance(records[0], Mapping):
+            for key in records[0]:
+                if key != "prompt":
+                    columns[key] = [r[key] for r in records]
+        scores = score_batch(rewards, weights, columns, context=context)
+        return scores.total.astype(np.float32), scores.metrics
+
+    return fn
+
+
+@dataclass
+class GRPOResult:
+    steps: int
+    history: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+    compiles: int = 0
+
+    def curve(self, key: str = "reward/total/mean") -> list[float]:
+        return [h[key] for h in self.history if key in h]
+
+
+class GRPOTrainer:
+    """Holds the jitted update and runs `step()`s; `train()` runs the configured steps."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        model: nnx.Module,
+        prompts: Sequence[Any],
+        reward_fn: RewardFn,
+        cfg: GRPOConfig,
+        optim: OptimConfig,
+        *,
+        ref_model: nnx.Module | None = None,
+        run_dir: str | Path | None = None,
+        wrt: Any = nnx.Param,
+        fire_hook: bool = False,
+    ):
+        if cfg.beta > 0 and ref_model is None:
+            raise ConfigError("grpo.beta > 0 needs a reference model")
+        if not prompts:
+            raise ConfigError("GRPO needs at least one prompt")
+        self.policy, self.model, self.cfg = policy, model, cfg
+        self.prompts = list(prompts)
+        self.reward_fn = reward_fn
+        self.ref_model = ref_model
+        self.rng = jax.random.key(cfg.seed)
+        self._order = np.random.default_rng(cfg.seed)
+        self._queue: list[int] = []
+        self._mb_rng = np.random.default_rng([cfg.seed, 1])
+        self.logger = MetricsLogger(run_dir, "grpo", fire_hook=fire_hook) if run_dir else None
+        updates = cfg.steps * cfg.mu * cfg.minibatches
+        self.tx, self.schedule = make_optimizer(optim, updates)
+        self.graphdef, self.params, self.rest = nnx.split(model, wrt, ...)
+        self.opt_state = self.tx.init(self.params)
+        self.wrt = wrt
+        self.compiles = 0
+        self._update = jax.jit(self._make_update(), donate_argnums=(0, 1, 2))
+        self._ref_logps = (
+            jax.jit(lambda b: policy.logps(ref_model, b)[0]) if ref_model is not None else None
+        )
+        self._cur_logps = jax.jit(
+            lambda p, r, b: policy.logps(nnx.merge(self.graphdef, p, r), b)[0]
+        )
+
+    # -- the jitted update -------------------------------------------------------------------
+
+    def _make_update(self) -> Callable:
+        cfg, policy = self.cfg, self.policy
+        options = dict(
+            epsilon=cfg.epsilon,
+            epsilon_high=cfg.epsilon_high,
+            beta=cfg.beta,
+            kl=cfg.kl,
+            aggregation=cfg.aggregation,
+            importance=cfg.importance,
+        )
+
+        def loss_fn(model: nnx.Module, batch: Mapping[str, jax.Array]) -> tuple:
+            logps, mask, entropy = policy.logps(model, batch["policy"])
+            loss, metrics = grpo_loss(
+                logps, batch["old_logps"], batch.get("ref_logps"), batch["advantages"], mask,
+                **options,
+            )  # fmt: skip
+            m = mask.astype(jnp.float32)
+            metrics["entropy"] = jnp.sum(jax.lax.stop_gradient(entropy) * m) / jnp.maximum(
+                m.sum(), 1
+            )
+            return loss, metrics
+
+        def update(params: Any, rest: Any, opt_state: Any, batch: Any) -> tuple:
+            self.compiles += 1
+            batch = jax.tree.map(lambda x: x[None], batch)  # one micro-batch
+            metrics, grads, rest = accumulated_grads(
+                loss_fn, self.wrt, self.graphdef, params, rest, batch
+            )
+            metrics["grad_norm"] = optax.global_norm(grads)
+            updates, opt_state = self.tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), rest, opt_state, metrics
+
+        return update
+
+    # -- rollouts ----------------------------------------------------------------------------
+
+    def _next_prompts(self, n: int) -> list[Any]:
+        out = []
+        while len(out) < n:
+            if not self._queue:
+                self._queue = list(self._order.permutation(len(self.prompts)))
+            out.append(self.prompts[self._queue.pop()])
+        return out
+
+    def _current_model(self) -> nnx.Module:
+        return nnx.merge(self.graphdef, self.params, self.rest)
+
+    def _rollout(self, records: list[Any]) -> tuple[Rollout, np.ndarray, dict[str, float], list]:
+        g = self.cfg.group_size
+        self.rng, key = jax.random.split(self.rng)
+        inputs = [r["prompt"] if isinstance(r, Mapping) else r for r in records]
+        rollout = self.policy.sample(self._current_model(), inputs, g, key)
+        per_sample = [r for r in records for _ in range(g)]
+        rewards, metrics = self.reward_fn(per_sample, rollout)
+        rewards = np.asarray(rewards, np.float32)
+        if self.cfg.overlong_penalty > 0:
+            limit = self.cfg.max_tokens or rollout.mask.shape[1]
+            lengths = np.where(rollout.truncated, limit + 1, rollout.lengths)
+            pen = np.asarray(
+                overlong_penalty(lengths, max_tokens=limit, buffer=self.cfg.overlong_buffer)
+            )
+            rewards = rewards + self.cfg.overlong_penalty * pen
+            metrics = {**metrics, "reward/overlong/mean": float(pen.mean())}
+        return rollout, rewards, metrics, per_sample
+
+    def collect(self) -> tuple[Rollout, np.ndarray, dict[str, float]]:
+        """One step's rollout after dynamic sampling: `prompts_per_step` groups."""
+        cfg, g, p = self.cfg, self.cfg.group_size, self.cfg.prompts_per_step
+        rollout, rewards, metrics, _ = self._rollout(self._next_prompts(p))
+        groups = rewards.reshape(-1, g)
+        flat = groups.max(1) == groups.min(1)
+        metrics = {**metrics, "zero_std_fraction": float(flat.mean()), "rollouts": 1.0}
+        if not cfg.dynamic_sampling:
+            return rollout, rewards, metrics
+        keep_r, keep_w, spare_r, spare_w = [], [], [], []
+
+        def split(r: Rollout, w: np.ndarray) -> None:
+            gw = w.reshape(-1, g)
+            ok = gw.max(1) > gw.min(1)
+            for i in range(len(ok)):
+                rows = np.arange(i * g, (i + 1) * g)
+                (keep_r if ok[i] else spare_r).append(r.select(rows))
+                (keep_w if ok[i] else spare_w).append(w[rows])
+
+        split(rollout, rewards)
+        extra = 0
+        while len(keep_r) < p and extra < cfg.max_resample:
+            r2, w2, _, _ = self._rollout(self._next_prompts(p))
+            split(r2, w2)
+            extra += 1
+        filled = max(0, p - len(keep_r))
+        parts_r = (keep_r + spare_r)[:p]
+        parts_w = (keep_w + spare_w)[:p]
+        metrics["rollouts"] = 1.0 + extra
+        metrics["dynamic_sampling/filled"] = float(filled) / p
+        return Rollout.concat(parts_r), np.concatenate(parts_w), metrics
+
+    # -- one step ----------------------------------------------------------------------------
+
+    def step(self) -> dict[str, float]:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        rollout, rewards, metrics = self.collect()
+        t_roll = time.perf_counter() - t0
+        adv, adv_m = grpo_advantages(jnp.asarray(rewards), cfg.group_size, estimator=cfg.estimator)
+        arrays: dict[str, Any] = {
+            "policy": {k: jnp.asarray(v) for k, v in rollout.batch.items()},
+            "old_logps": jnp.asarray(rollout.old_logps),
+            "advantages": adv,
+        }
+        if self._ref_logps is not None:
+            arrays["ref_logps"] = self._ref_logps(arrays["policy"])
+        n = len(rollout)
+        if n % cfg.minibatches:
+            raise ConfigError(
+                f"{n} samples per step do not split into {cfg.minibatches} minibatches"
+            )
+        size = n // cfg.minibatches
+        perm = self._mb_rng.permutation(n)
+        window = []
+        for _ in range(cfg.mu):
+            for k in range(cfg.minibatches):
+                rows = jnp.asarray(perm[k * size : (k + 1) * size])
+                mb = jax.tree.map(lambda x, rows=rows: x[rows], arrays)
+                self.params, self.rest, self.opt_state, m = self._update(
+                    self.params, self.rest, self.opt_state, mb
+                )
+                window.append(m)
+        host = jax.device_get(window)
+        out = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
+        out.update(metrics)
+        out["reward/total/mean"] = float(rewards.mean())
+        out["reward/dropped_zero_std_fraction"] = float(jax.device_get(adv_m["zero_std_fraction"]))
+        out["completion_length"] = float(rollout.lengths.mean())
+        out["truncated_fraction"] = float(rollout.truncated.mean())
+        out["time/rollout_s"] = t_roll
+        out["time/update_s"] = time.perf_counter() - t0 - t_roll
+        return out
+
+    def train(self, steps: int | None = None) -> GRPOResult:
+        t0 = time.perf_counter()
+        result = GRPOResult(steps=steps or self.cfg.steps)
+        for s in range(1, result.steps + 1):
+            m = self.step()
+            m["step"] = s
+            result.history.append(m)
+            if self.logger is not None and (s % self.cfg.log_every == 0 or s == result.steps):
+                self.logger.log(s, m)
+        nnx.update(self.model, self.params, self.rest)
+        result.seconds = time.perf_counter() - t0
+        result.compiles = self.compiles
+        return result

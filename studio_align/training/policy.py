@@ -1,0 +1,221 @@
+"""The `Policy` protocol GRPO trains, and its implementation for the engine's LM.
+
+GRPO needs two things from a policy, whatever it is (a decoder LM choosing plan tokens,
+or the grading vertical's Gaussian over colour parameters):
+
+- `sample(model, prompts, group_size, rng) -> Rollout`: draw `group_size` completions
+  per prompt, laid out group-contiguous (rows `p*G .. p*G+G-1` belong to prompt p), with
+  the per-token log-probs of what was drawn under the sampling distribution (GRPO's
+  "old" log-probs), a `[N, T]` mask of real completion tokens, lengths in tokens, the
+  arrays `logps` needs to score the same completions again (`batch`) and per-sample
+  reward columns (`columns`, e.g. `completions`, `plans`, `actions`).
+- `logps(model, batch) -> (logps [N, T], mask [N, T], entropy [N, T])`: the same
+  log-probs recomputed differentiably (it runs inside the jitted update), plus the
+  per-position entropy of the sampling distribution (logged).
+
+A continuous policy is the same with `T = 1` (or one "token" per action dimension): its
+log-density stands in for log-probs, exactly what the clipped importance ratio needs.
+`model` is the `nnx.Module` being trained; the policy object holds only sampling
+settings, so GRPO can evaluate it under the current, reference or old parameters.
+
+`LMPolicy` implements the protocol with the engine's `Sampler`. Sampling and training
+must agree on the distribution, so its `logps` divides logits by the same temperature
+and, under a constrained decoder, applies the same token-level FSM mask (replayed on the
+host from the sampled tokens). Top-k / top-p truncation is not reproduced: use them only
+for evaluation, not for GRPO rollouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from studio_align.errors import DataError
+
+
+@dataclass
+class Rollout:
+    """`N = prompts * group_size` sampled completions, group-contiguous."""
+
+    batch: dict[str, np.ndarray]  # what `Policy.logps` needs, leading dim N
+    old_logps: np.ndarray  # [N, T] float32: log-probs at sampling time
+    mask: np.ndarray  # [N, T] bool: real completion tokens
+    lengths: np.ndarray  # [N] int: completion length in tokens
+    truncated: np.ndarray  # [N] bool: stopped by the length limit, not by the policy
+    columns: dict[str, list[Any]] = field(default_factory=dict)  # reward inputs per sample
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def select(self, rows: np.ndarray) -> Rollout:
+        """The rollout restricted to `rows` (indices), in that order."""
+        return Rollout(
+            batch={k: v[rows] for k, v in self.batch.items()},
+            old_logps=self.old_logps[rows],
+            mask=self.mask[rows],
+            lengths=self.lengths[rows],
+            truncated=self.truncated[rows],
+            columns={k: [v[i] for i in rows] for k, v in self.columns.items()},
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[Rollout]) -> Rollout:
+        return Rollout(
+            batch={k: np.concatenate([p.batch[k] for p in parts]) for k in parts[0].batch},
+            old_logps=np.concatenate([p.old_logps for p in parts]),
+            mask=np.concatenate([p.mask for p in parts]),
+            lengths=np.concatenate([p.lengths for p in parts]),
+            truncated=np.concatenate([p.truncated for p in parts]),
+            columns={k: [x for p in parts for x in p.columns[k]] for k in parts[0].columns},
+        )
+
+
+class Policy(Protocol):
+    """What GRPO trains (see the module docstring)."""
+
+    def sample(
+        self, model: nnx.Module, prompts: Sequence[Any], group_size: int, rng: jax.Array
+    ) -> Rollout: ...
+
+    def logps(
+        self, model: nnx.Module, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array]: ...
+
+
+def replay_fsm(
+    completions: np.ndarray, init_state: np.ndarray, next_state: np.ndarray
+) -> np.ndarray:
+    """`[N, T]` FSM state *before* each completion token (host-side replay)."""
+    n, t = completions.shape
+    states = np.zeros((n, t), np.int32)
+    s = np.broadcast_to(np.asarray(init_state, np.int32), (n,)).copy()
+    for j in range(t):
+        states[:, j] = s
+        s = next_state[s, completions[:, j]]
+    return states
+
+
+class LMPolicy:
+    """The engine's decoder LM as a GRPO policy over token completions.
+
+    `prompts` are token-id lists. `max_prompt_len` fixes the packed width so every
+    rollout has the same shapes (no recompiles). `constraint_for(prompts)` may return an
+    `FSMConstraint` (`allowed [S, V]`, `next_state [S, V]`, `init_state [N]`) applied
+    while sampling and re-applied in `logps`. `decode(ids) -> value` adds a reward column
+    `decoded_column` (e.g. plans) next to `completions` (token-id lists up to `<eos>`).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_prompt_len: int,
+        max_new_tokens: int,
+        pad_id: int,
+        eos_id: int,
+        temperature: float = 1.0,
+        constraint_for: Callable[[Sequence[Sequence[int]]], Any] | None = None,
+        decode: Callable[[list[int]], Any] | None = None,
+        decoded_column: str = "plans",
+        sampler_options: Mapping[str, Any] | None = None,
+    ):
+        if temperature <= 0:
+            raise ValueError("GRPO rollouts need temperature > 0")
+        self.max_prompt_len = max_prompt_len
+        self.max_new_tokens = max_new_tokens
+        self.pad_id, self.eos_id = pad_id, eos_id
+        self.temperature = temperature
+        self.constraint_for = constraint_for
+        self.decode = decode
+        self.decoded_column = decoded_column
+        self.sampler_options = dict(sampler_options or {})
+        self._allowed: jax.Array | None = None
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def sample(
+        self, model: nnx.Module, prompts: Sequence[Sequence[int]], group_size: int, rng: jax.Array
+    ) -> Rollout:
+        from studio_align.generation.sampler import Sampler
+
+        rows = [list(p) for p in prompts for _ in range(group_size)]
+        too_long = [i for i, p in enumerate(rows) if len(p) > self.max_prompt_len]
+        if too_long:
+            raise DataError(
+                f"prompt of {len(rows[too_long[0]])} tokens exceeds max_prompt_len={self.max_prompt_len}"
+            )
+        constraint = self.constraint_for(rows) if self.constraint_for is not None else None
+        sampler = Sampler(model, **self.sampler_options)
+        seed = int(jax.random.randint(rng, (), 0, 2**31 - 1))
+        out = sampler.sample(
+            rows,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            seed=seed,
+            constraint=constraint,
+        )
+        comp = np.asarray(out.tokens, np.int32)
+        n, t = comp.shape
+        lengths = np.asarray(out.lengths, np.int64)
+        mask = np.arange(t)[None, :] < lengths[:, None]
+        comp = np.where(mask, comp, self.pad_id).astype(np.int32)
+        ended = np.array(
+            [bool(m.any() and c[m][-1] == self.eos_id) for c, m in zip(comp, mask, strict=True)]
+        )
+        width = self.max_prompt_len + t
+        tokens = np.full((n, width), self.pad_id, np.int32)
+        attn = np.zeros((n, width), bool)
+        plen = np.array([len(p) for p in rows], np.int32)
+        for i, p in enumerate(rows):
+            tokens[i, : plen[i]] = p
+            tokens[i, plen[i] : plen[i] + t] = comp[i]
+            attn[i, : plen[i] + lengths[i]] = True
+        batch = {"tokens": tokens, "attn": attn, "prompt_len": plen, "completion_mask": mask}
+        if constraint is not None:
+            self._allowed = jnp.asarray(np.asarray(constraint.allowed))
+            batch["fsm_states"] = replay_fsm(
+                comp, np.asarray(constraint.init_state), np.asarray(constraint.next_state)
+            )
+        completions = [c[m].tolist() for c, m in zip(comp, mask, strict=True)]
+        columns: dict[str, list[Any]] = {"completions": completions}
+        if self.decode is not None:
+            columns[self.decoded_column] = [self.decode(c) for c in completions]
+        return Rollout(
+            batch=batch,
+            old_logps=np.where(mask, np.asarray(out.logps, np.float32), 0.0),
+            mask=mask,
+            lengths=lengths,
+            truncated=~ended,
+            columns=columns,
+        )
+
+    # -- scoring -----------------------------------------------------------------------------
+
+    def logps(
+        self, model: nnx.Module, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        from studio_align.models.transformer import positions_from_mask
+
+        tokens, attn = batch["tokens"], batch["attn"]
+        mask = batch["completion_mask"]
+        t = mask.shape[1]
+        logits = model(tokens, positions_from_mask(attn), attn)
+        # completion token j of row i sits at plen_i + j; it is predicted at plen_i + j - 1
+        idx = batch["prompt_len"][:, None] + jnp.arange(t)[None, :] - 1
+        logits = jnp.take_along_axis(logits, idx[:, :, None], axis=1).astype(jnp.float32)
+        logits = logits / self.temperature
+        if "fsm_states" in batch:
+            if self._allowed is None:
+                raise DataError("LMPolicy.logps: FSM states given but no constraint was sampled")
+            logits = jnp.where(self._allowed[batch["fsm_states"]], logits, -1e30)
+        targets = jnp.take_along_axis(tokens, idx + 1, axis=1)
+        logp_all = jax.nn.log_softmax(logits, axis=-1)
+        lp = jnp.take_along_axis(logp_all, targets[:, :, None], axis=-1)[..., 0]
+        p = jnp.exp(logp_all)
+        entropy = -jnp.sum(jnp.where(p > 0, p * logp_all, 0.0), axis=-1)
+        return jnp.where(mask, lp, 0.0), mask, entropy
