@@ -212,6 +212,15 @@ def test_bad_paths_are_data_errors(logdir):
         LogReader(p, quarantine=p)
 
 
+def test_quarantine_beside_the_logs_is_not_read_back(logdir):
+    write(logdir, line(rating()) + b"{bad\n", "day1.jsonl")
+    q = logdir / "quarantine.jsonl"
+    for _ in range(2):  # the second run must not read the first run's quarantine
+        s = validate_logs(logdir, quarantine=q)
+        assert [f.path for f in s.files] == [str(logdir / "day1.jsonl")]
+        assert q.read_bytes() == b"{bad\n"
+
+
 def test_summary_keeps_a_bounded_invalid_list(logdir):
     p = write(logdir, b"{x\n" * 50)
     seen = []

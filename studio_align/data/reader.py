@@ -160,16 +160,26 @@ class Entry(NamedTuple):
         return os.path.normpath(os.path.join(self.base_dir, image))
 
 
-def expand_log_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Files as given; a directory stands for its `*.jsonl` files (recursive, sorted)."""
+def expand_log_paths(
+    paths: Iterable[str | os.PathLike[str]], *, exclude: str | os.PathLike[str] | None = None
+) -> list[Path]:
+    """Files as given; a directory stands for its `*.jsonl` files (recursive, sorted).
+
+    `exclude` (the quarantine file) is left out of directories, so a quarantine kept
+    beside the logs is not read back as a log on the next run; naming it explicitly as
+    a log is an error.
+    """
+    skip = Path(exclude).resolve() if exclude is not None else None
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*.jsonl") if q.is_file())
+            found = sorted(q for q in p.rglob("*.jsonl") if q.is_file() and q.resolve() != skip)
             if not found:
                 raise DataError(f"{p}: directory holds no *.jsonl log files")
             out.extend(found)
         elif p.is_file():
+            if p.resolve() == skip:
+                raise DataError(f"quarantine file {exclude} is also an input log")
             out.append(p)
         else:
             raise DataError(f"{p}: no such log file or directory")
@@ -267,7 +277,8 @@ class LogReader:
     ) -> None:
         if isinstance(paths, str | os.PathLike):
             paths = [paths]
-        self.paths = expand_log_paths(paths)
+        q_path = quarantine if isinstance(quarantine, str | os.PathLike) else None
+        self.paths = expand_log_paths(paths, exclude=q_path)
         self.catalog = catalog if catalog is not None else default_catalog()
         self.check_images = check_images
         self.quarantine = quarantine
@@ -281,12 +292,8 @@ class LogReader:
         self._isfile = functools.lru_cache(maxsize=65536)(os.path.isfile)
         self._plan_problems = functools.lru_cache(maxsize=8192)(self._plan_problems_uncached)
         self._used = False
-        if isinstance(quarantine, str | os.PathLike):
-            q = Path(quarantine)
-            for p in self.paths:
-                if q.exists() and q.resolve() == p.resolve():
-                    raise DataError(f"quarantine file {q} is also an input log")
-            self.summary.quarantine = str(q)
+        if q_path is not None:
+            self.summary.quarantine = str(q_path)
 
     def __iter__(self) -> Iterator[Entry]:
         if self._used:
@@ -316,7 +323,11 @@ class LogReader:
         limit = self.max_line_bytes
         validate = EVENT_ADAPTER.validator.validate_json  # the core validator: no wrapper cost
         lineno = 0
-        with open(path, "rb") as f:
+        try:
+            f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+        except OSError as e:
+            raise DataError(f"{path}: cannot read log: {e.strerror or e}") from e
+        with f:
             readline = f.readline
             while True:
                 raw = readline(limit + 1)
