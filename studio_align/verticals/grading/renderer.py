@@ -65,9 +65,9 @@ def render(images: np.ndarray, params: np.ndarray) -> np.ndarray:
     zero = np.zeros_like(temp)
     gains = np.concatenate(
         [
-            1.0 + 0.12 * temp + 0.04 * tint,
-            1.0 - 0.08 * tint + zero,
-            1.0 - 0.12 * temp + 0.04 * tint,
+            1.0 + 0.35 * temp + 0.1 * tint,
+            1.0 - 0.2 * tint + zero,
+            1.0 - 0.35 * temp + 0.1 * tint,
         ],
         axis=-1,
     ) * np.exp2(exposure)
