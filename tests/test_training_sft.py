@@ -136,3 +136,86 @@ def test_bundle_round_trip(tmp_path: Path) -> None:
     cfg_path.write_text(cfg_path.read_text().replace('"d_ff": 64', '"d_ff": 96'))
     with pytest.raises(CheckpointError, match=r"down_proj\.kernel"):
         load_model_bundle(tmp_path / "b")
+
+
+def _write_demo(tmp_path: Path) -> tuple[Path, Path]:
+    from studio_align.intents.demo import generate_examples, write_jsonl
+
+    train = write_jsonl(tmp_path / "train.jsonl", generate_examples(96, seed=0))
+    held = write_jsonl(tmp_path / "heldout.jsonl", generate_examples(32, seed=1, split="heldout"))
+    return train, held
+
+
+def _toml(tmp_path: Path, train: Path, held: Path) -> Path:
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(
+        f"""
+run_dir = "{tmp_path / "run"}"
+
+[model]
+preset = "tiny"
+
+[data]
+train = "{train}"
+heldout = "{held}"
+vocab_size = 300
+
+[train]
+steps = 30
+batch_size = 16
+log_every = 10
+progress = false
+
+[optim]
+learning_rate = 3e-3
+warmup_steps = 3
+
+[checkpoint]
+every = 15
+keep = 1
+""",
+        encoding="utf-8",
+    )
+    return cfg
+
+
+def test_train_sft_on_routing_examples_writes_a_router_checkpoint(tmp_path: Path) -> None:
+    from studio_align.config import load_config
+    from studio_align.intents.router import Router
+    from studio_align.training.sft import SFTConfig, train_sft
+
+    train, held = _write_demo(tmp_path)
+    cfg = load_config(SFTConfig, _toml(tmp_path, train, held))
+    res = train_sft(cfg)
+    assert res.train.history[0]["loss"] > 1.5 * res.metrics["loss"]
+    assert 0.0 <= res.eval_metrics["exact"] <= 1.0 and res.eval_metrics["loss"] > 0
+    names = {p.name for p in res.checkpoint.iterdir()}
+    assert {
+        "bundle.json",
+        "model_config.json",
+        "params.safetensors",
+        "tokenizer.json",
+        "router.json",
+    } <= names
+    assert (res.run_dir / "config.toml").exists() and (res.run_dir / "metrics.jsonl").exists()
+    router = Router.load(res.checkpoint)  # what eval and serve do
+    assert router.model.cfg == load_model_bundle(res.checkpoint).config
+
+
+def test_train_sft_cli(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from studio_align.cli import main
+
+    train, held = _write_demo(tmp_path)
+    cfg = _toml(tmp_path, train, held)
+    r = CliRunner().invoke(
+        main, ["train", "sft", "--config", str(cfg), "--set", "train.steps=4", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["steps"] == 4 and Path(out["checkpoint"]).is_dir()
+    bad = CliRunner().invoke(main, ["train", "sft", "--config", str(cfg), "--set", "optim.lr=1"])
+    assert bad.exit_code == 2 and "optim.lr" in bad.output
