@@ -186,3 +186,43 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
     cfg.mesh.data = 3
     with pytest.raises(ConfigError, match="data \\* fsdp"):
         train_loop(MLP(16, 32, rngs=nnx.Rngs(0)), cfg.optim, mse, ArrayBatches(data(64), 8), cfg)
+
+
+def test_metrics_reach_plugins_and_progress_bar(tmp_path: Path) -> None:
+    import io
+
+    from studio_align.hookspecs import hookimpl
+    from studio_align.plugins import PluginHost, using_host
+    from studio_align.training.metrics import Progress
+
+    seen: list[tuple[str, int, float]] = []
+
+    class Logger:
+        @hookimpl
+        def studio_align_on_metrics(self, run, step, metrics):
+            seen.append((run, step, metrics["loss"]))
+
+    host = PluginHost()
+    host.register(Logger(), "test-logger")
+    cfg = _cfg(tmp_path, steps=4, log_every=2, metrics_hook=True)
+    with using_host(host):
+        train_loop(
+            MLP(16, 32, rngs=nnx.Rngs(0)),
+            cfg.optim,
+            mse,
+            ArrayBatches(data(64), 8),
+            cfg,
+            name="hooked",
+        )
+    assert [(r, s) for r, s, _ in seen] == [("hooked", 2), ("hooked", 4)]
+    recs = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in recs] == pytest.approx([loss for *_, loss in seen])
+
+    out = io.StringIO()
+    bar = Progress(10, name="sft", enabled=True, stream=out)
+    bar.update(5, {"loss": 1.5})
+    bar.update(10)
+    bar.close()
+    text = out.getvalue()
+    assert "sft" in text and "10/10" in text and "step/s" in text and "loss=1.5" in text
+    assert Progress(10, stream=io.StringIO()).enabled is False  # not a TTY: silent

@@ -40,6 +40,7 @@ LOGICAL_RULES: Mapping[str, str | tuple[str, ...] | None] = {
     "vocab": None,
     "mlp": None,
     "heads": None,
+    "kv": None,
     "kv_heads": None,
     "head_dim": None,
     "lora_rank": None,
@@ -91,6 +92,8 @@ def spec_for(
     mesh: Mesh, shape: tuple[int, ...], logical: Sequence[str | None] | None, min_size: int
 ) -> PartitionSpec:
     """PartitionSpec for one parameter from its logical names, else from its shape."""
+    if not shape or int(np.prod(shape)) < min_size:
+        return PartitionSpec()
     if logical:
         out = []
         for name, size in zip(logical, shape, strict=True):
@@ -98,7 +101,7 @@ def spec_for(
             out.append(axes if _divides(mesh, axes, size) else None)
         return PartitionSpec(*out)
     fsdp = mesh.shape[FSDP]
-    if fsdp == 1 or not shape or int(np.prod(shape)) < min_size:
+    if fsdp == 1:
         return PartitionSpec()
     order = sorted(range(len(shape)), key=lambda i: (-shape[i], i))
     for i in order:

@@ -42,7 +42,7 @@ class OptimConfig(Strict):
     eps: float = Field(1e-8, gt=0)
     momentum: float = Field(0.0, ge=0, lt=1)  # sgd only
     nesterov: bool = False  # sgd only
-    clip_grad_norm: float | None = Field(1.0, gt=0)  # None: no clipping
+    clip_grad_norm: float | None = Field(1.0, ge=0)  # 0 (or None): no clipping
 
 
 def make_schedule(cfg: OptimConfig, total_steps: int) -> optax.Schedule:
@@ -92,6 +92,6 @@ def make_optimizer(
         )
     if cfg.name in ("adam", "sgd") and cfg.weight_decay > 0:
         opt = optax.chain(optax.add_decayed_weights(cfg.weight_decay, mask=mask), opt)
-    if cfg.clip_grad_norm is not None:
+    if cfg.clip_grad_norm:
         opt = optax.chain(optax.clip_by_global_norm(cfg.clip_grad_norm), opt)
     return opt, lr
