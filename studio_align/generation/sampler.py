@@ -1,0 +1,294 @@
+"""Batched autoregressive sampling over a static, donated KV cache.
+
+Design choices:
+
+- One jitted function does prefill and the whole decode loop (`lax.while_loop`, which
+  stops early once every row has ended). The cache is preallocated per shape bucket,
+  donated into the call and handed back, so XLA updates it in place and the next call
+  with the same bucket reuses the buffers.
+- Shapes are bucketed: batch to a power of two, prompt length to a multiple of 16 (at
+  least 16), `max_new_tokens` to a power of two (the real limit is a traced value).
+  Sampling settings are traced values too; only the *mode* (greedy or not, top-k on or
+  off, top-p on or off) is static. So calls with the same buckets and mode never
+  recompile — `Sampler.compile_count` counts traces. The jitted function is module
+  level with the model's graphdef as a static argument, so a new `Sampler` over the same
+  architecture reuses compiled code too.
+- Prompts are padded on the right by default (`pad_side="left"` also works); each row
+  keeps its own length and positions, so rows never see each other's padding.
+- A row ends when it emits an end id (included in the output and in `lengths`), or when
+  its constraint state allows no token at all (it then emits the first end id with
+  log-prob 0). After the end, tokens are `pad_id` and log-probs 0.
+
+Log-probabilities (`SampleOutput.logps`): for each emitted token, the log-probability
+under the **policy** distribution: softmax of the model's raw logits (temperature 1)
+restricted to the tokens the constraint allows in that state, renormalised. Temperature,
+top-k and top-p shape only how the token is drawn, not the returned log-prob. So with
+`temperature=1, top_k=0, top_p=1` the log-probs are exactly those of the sampling
+distribution (what GRPO's importance ratio needs), and in every mode they equal what
+a training-time forward pass computes for the same constrained policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from studio_align.generation.constraint import FSMConstraint
+from studio_align.models.transformer import Cache, Transformer, positions_from_mask
+
+_trace_count = 0
+
+
+@dataclass(frozen=True)
+class SampleOutput:
+    """`tokens [B, N]`, `logps [B, N]` (float32, 0 after the end), `lengths [B]` (incl. eos)."""
+
+    tokens: np.ndarray
+    logps: np.ndarray
+    lengths: np.ndarray
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (max(1, n) - 1).bit_length())
+
+
+def bucket_batch(n: int) -> int:
+    return _next_pow2(n)
+
+
+def bucket_prompt(n: int, multiple: int = 16) -> int:
+    return max(multiple, -(-n // multiple) * multiple)
+
+
+def bucket_new_tokens(n: int) -> int:
+    return _next_pow2(n)
+
+
+class Sampler:
+    """Samples continuations of token-id prompts from a `Transformer`.
+
+    `eos_id` may be one id or several (e.g. Gemma's `<eos>` and `<end_of_turn>`).
+    The sampler reads the model's current weights on every call, so it stays valid while
+    the model is trained in place.
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        *,
+        eos_id: int | Sequence[int] = 2,
+        pad_id: int = 0,
+        pad_side: Literal["right", "left"] = "right",
+        cache_dtype: Any = None,
+    ):
+        self.model = model
+        self.eos_ids = (eos_id,) if isinstance(eos_id, int) else tuple(int(e) for e in eos_id)
+        if not self.eos_ids:
+            raise ValueError("Sampler needs at least one eos id")
+        self.pad_id = int(pad_id)
+        if pad_side not in ("right", "left"):
+            raise ValueError(f"pad_side must be 'right' or 'left', got {pad_side!r}")
+        self.pad_side = pad_side
+        self.cache_dtype = jnp.dtype(cache_dtype or model.cfg.jnp_dtype)
+        self._caches: dict[tuple[int, int], Cache] = {}
+
+    @classmethod
+    def for_tokenizer(cls, model: Transformer, tokenizer: Any, **kwargs: Any) -> Sampler:
+        return cls(model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id or 0, **kwargs)
+
+    @property
+    def compile_count(self) -> int:
+        """Traces of the generation function so far (process-wide)."""
+        return _trace_count
+
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        rng: jax.Array | None = None,
+        constraint: FSMConstraint | None = None,
+    ) -> SampleOutput:
+        """Continue every prompt by up to `max_new_tokens` tokens (`temperature=0`: greedy)."""
+        n = len(prompts)
+        if n == 0:
+            raise ValueError("sample() needs at least one prompt")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token (e.g. <bos>)")
+        if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
+            raise ValueError("need temperature >= 0, 0 < top_p <= 1 and top_k >= 0")
+        vocab = self.model.cfg.vocab_size
+        b, p, m = (
+            bucket_batch(n),
+            bucket_prompt(max(map(len, prompts))),
+            bucket_new_tokens(max_new_tokens),
+        )
+        tokens = np.full((b, p), self.pad_id, np.int32)
+        lengths = np.ones((b,), np.int32)  # padding rows: one pad token, discarded
+        for i, pr in enumerate(prompts):
+            if self.pad_side == "right":
+                tokens[i, : len(pr)] = pr
+            else:
+                tokens[i, p - len(pr) :] = pr
+            lengths[i] = len(pr)
+        if int(tokens.max(initial=0)) >= vocab or int(tokens.min(initial=0)) < 0:
+            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+        fsm = constraint or FSMConstraint.unconstrained(vocab)
+        allowed, next_state = fsm.tables(vocab)
+        init = fsm.init_states(n, b)
+        if rng is None:
+            rng = jax.random.key(0 if seed is None else seed)
+        mode = (temperature == 0.0, top_k > 0, top_p < 1.0)
+        cache = self._caches.pop((b, p + m), None)
+        if cache is None:
+            cache = self.model.init_cache(b, p + m, self.cache_dtype)
+        graphdef, state = nnx.split(self.model)
+        out_tok, out_lp, out_len, cache = _generate(
+            graphdef,
+            state,
+            jnp.asarray(tokens),
+            jnp.asarray(lengths),
+            cache,
+            rng,
+            jnp.asarray(max_new_tokens, jnp.int32),
+            jnp.asarray(max(temperature, 1e-6), jnp.float32),
+            jnp.asarray(top_k, jnp.int32),
+            jnp.asarray(top_p, jnp.float32),
+            jnp.asarray(allowed),
+            jnp.asarray(next_state),
+            jnp.asarray(init),
+            eos_ids=self.eos_ids,
+            pad_id=self.pad_id,
+            left_padded=self.pad_side == "left",
+            mode=mode,
+        )
+        self._caches[(b, p + m)] = cache
+        return SampleOutput(
+            tokens=np.asarray(out_tok)[:n, :max_new_tokens],
+            logps=np.asarray(out_lp)[:n, :max_new_tokens],
+            lengths=np.asarray(out_len)[:n],
+        )
+
+
+def filter_logits(
+    logits: jax.Array, top_k: jax.Array, top_p: jax.Array, *, use_k: bool, use_p: bool
+) -> jax.Array:
+    """Keep the top-k tokens, then the smallest set whose mass reaches top_p (HF order)."""
+    if not (use_k or use_p):
+        return logits
+    v = logits.shape[-1]
+    srt = jnp.sort(logits, axis=-1)[..., ::-1]
+    rank = jnp.arange(v)
+    thresh = jnp.full((*logits.shape[:-1], 1), -jnp.inf, logits.dtype)
+    if use_k:
+        srt = jnp.where(rank < top_k, srt, -jnp.inf)
+        thresh = srt[..., jnp.clip(top_k - 1, 0, v - 1)][..., None]
+    if use_p:
+        probs = jax.nn.softmax(srt, axis=-1)
+        keep = (jnp.cumsum(probs, axis=-1) - probs) < top_p  # always keeps the first
+        count = jnp.maximum(jnp.sum(keep, axis=-1, keepdims=True), 1)
+        thresh = jnp.maximum(thresh, jnp.take_along_axis(srt, count - 1, axis=-1))
+    return jnp.where(logits >= thresh, logits, -jnp.inf)
+
+
+@partial(
+    jax.jit,
+    static_argnames=("graphdef", "eos_ids", "pad_id", "left_padded", "mode"),
+    donate_argnames=("cache",),
+)
+def _generate(
+    graphdef,
+    state,
+    tokens,
+    lengths,
+    cache: Cache,
+    rng,
+    max_new,
+    temperature,
+    top_k,
+    top_p,
+    allowed,
+    next_state,
+    init_state,
+    *,
+    eos_ids: tuple[int, ...],
+    pad_id: int,
+    left_padded: bool,
+    mode: tuple[bool, bool, bool],
+):
+    global _trace_count
+    _trace_count += 1
+    greedy, use_k, use_p = mode
+    model = nnx.merge(graphdef, state)
+    b, p = tokens.shape
+    n_out = cache.size - p
+    cols = jnp.arange(p)
+    if left_padded:
+        mask = cols[None, :] >= (p - lengths)[:, None]
+        last = jnp.full((b,), p - 1)
+    else:
+        mask = cols[None, :] < lengths[:, None]
+        last = lengths - 1
+    # Reset the reused cache: empty slots are what masks attention, stale k/v are harmless.
+    cache = cache._replace(pos=jnp.full_like(cache.pos, -1), index=jnp.zeros((), jnp.int32))
+    logits, cache = model.forward_cached(tokens, positions_from_mask(mask), mask, cache)
+    logits = logits[jnp.arange(b), last]
+    eos = jnp.asarray(eos_ids, jnp.int32)
+
+    def pick(logits, fsm, key):
+        ok = allowed[fsm]
+        any_ok = jnp.any(ok, axis=-1)
+        masked = jnp.where(ok, logits, -jnp.inf)
+        logp_all = jax.nn.log_softmax(jnp.where(any_ok[:, None], masked, 0.0), axis=-1)
+        if greedy:
+            tok = jnp.argmax(masked, axis=-1)
+        else:
+            scaled = filter_logits(masked / temperature, top_k, top_p, use_k=use_k, use_p=use_p)
+            tok = jax.random.categorical(key, scaled, axis=-1)
+        tok = jnp.where(any_ok, tok, eos[0]).astype(jnp.int32)
+        logp = jnp.where(any_ok, jnp.take_along_axis(logp_all, tok[:, None], -1)[:, 0], 0.0)
+        return tok, logp
+
+    def cond(carry):
+        i, done = carry[0], carry[1]
+        return (i < max_new) & ~jnp.all(done)
+
+    def body(carry):
+        i, done, logits, fsm, cache, out_tok, out_lp, out_len = carry
+        tok, logp = pick(logits, fsm, jax.random.fold_in(rng, i))
+        tok = jnp.where(done, pad_id, tok)
+        logp = jnp.where(done, 0.0, logp)
+        out_tok = out_tok.at[:, i].set(tok)
+        out_lp = out_lp.at[:, i].set(logp)
+        out_len = out_len + (~done).astype(jnp.int32)
+        fsm = jnp.where(done, fsm, next_state[fsm, tok])
+        done = done | jnp.isin(tok, eos)
+        pos = (lengths + i)[:, None]
+        new_logits, cache = model.forward_cached(tok[:, None], pos, jnp.ones((b, 1), bool), cache)
+        return i + 1, done, new_logits[:, 0], fsm, cache, out_tok, out_lp, out_len
+
+    carry = (
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((b,), jnp.bool_),
+        logits,
+        init_state,
+        cache,
+        jnp.full((b, n_out), pad_id, jnp.int32),
+        jnp.zeros((b, n_out), jnp.float32),
+        jnp.zeros((b,), jnp.int32),
+    )
+    _, _, _, _, cache, out_tok, out_lp, out_len = jax.lax.while_loop(cond, body, carry)
+    return out_tok, out_lp, out_len, cache
