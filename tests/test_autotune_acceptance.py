@@ -102,3 +102,5 @@ def test_real_improvement_is_kept(tmp_path):
         LoopOptions(proposer=Fixed(better, "x to 0.7"), confirm=False, report=False),
     )
     assert summary.counts["keep"] == 1 and summary.best_trial == 1
+    # it passed on one seed, and was confirmed on the baseline's seeds before being kept
+    assert summary.best_seeds == [0, 1, 2]

@@ -3,8 +3,11 @@
 Order of events for a trial: `propose` (config written before anything runs), one `run`
 per seed, then `trial` (the decision). Trial 0 is the baseline on `seeds.baseline`; it
 fixes the noise estimate and is the first best. Candidates start on `seeds.candidate`
-and, when better but within the noise margin, take `seeds.extra` one at a time. Any
-crash, timeout or NaN on a seed ends the trial with that status.
+and, when better but within the noise margin, take `seeds.extra` one at a time. A
+candidate that passes on fewer than `acceptance.keep_seeds` seeds (default: as many as
+the baseline) is run on more seeds and must pass again: a config kept on one lucky seed
+would otherwise become an inflated reference for every later decision (winner's curse).
+Any crash, timeout or NaN on a seed ends the trial with that status.
 
 After the budget, the best trial (and the baseline, for comparison) is evaluated once on
 the held-out split from its saved checkpoints; nothing in the loop ever reads held-out
@@ -376,7 +379,10 @@ class Autotune:
             seconds = 0.0
             status, message, decision = "", "", None
             queue = list(seeds.candidate)
-            extra = list(seeds.extra)
+            extra = [x for x in seeds.extra if x not in queue]
+            # a keep must hold on at least `keep_seeds` seeds: the baseline's, then extras
+            need = self.space.spec.acceptance.keep_seeds or len(seeds.baseline)
+            topup = [x for x in [*seeds.baseline, *seeds.extra] if x not in queue]
             while queue:
                 seed = queue.pop(0)
                 rec = self._run_seed(state, n, seed, config)
@@ -388,6 +394,8 @@ class Autotune:
                 values.append(rec["value"])
                 if queue:
                     continue
+                extra = [x for x in extra if x not in used]
+                topup = [x for x in topup if x not in used]
                 decision = acceptance.decide(
                     best["values"],
                     values,
@@ -397,8 +405,11 @@ class Autotune:
                     sign=self.sign,
                     can_rerun=bool(extra),
                 )
+                if decision.verdict == "keep" and len(values) < need and topup:
+                    queue = topup[: need - len(values)]  # confirm on more seeds first
+                    continue
                 if decision.verdict == "rerun":
-                    queue.append(extra.pop(0))
+                    queue.append(extra[0])
                     continue
                 status = decision.verdict
             record = self._record(

@@ -8,7 +8,8 @@ whichever drives the search:
 - `sobol`: the trial-th point of a scrambled Sobol sequence (scipy.stats.qmc); covers the
   cube more evenly than random for small budgets.
 - `tpe`: optuna's TPESampler through the ask/tell API (no sampler of our own); conditional
-  parameters are suggested only when active (define-by-run).
+  parameters are suggested only when active (define-by-run); failed trials count as the
+  worst value seen, so it steers away from regions that crash.
 - `hill`: perturb one or two parameters of the current best by a Gaussian step in unit
   space (choices jump to another value).
 - `agent`: an external coding agent. The loop writes `program.md` (the arena and the
@@ -164,6 +165,7 @@ class TPEProposer:
             )
         self.study = optuna.create_study(direction=space.metric.direction, sampler=sampler)
         self._pending: dict[int, Any] = {}
+        self._seen: list[float] = []
 
     def _distribution(self, p: Param) -> Any:
         d = self._optuna.distributions
@@ -184,8 +186,17 @@ class TPEProposer:
         return Proposal(config, f"tpe: {self.space.diff(config, history.baseline)}")
 
     def tell(self, trial: int, config: Config, value: float | None, status: str) -> None:
+        """Report a finished trial. A crash, timeout or NaN is told as the worst value seen
+        so far (optuna would otherwise ignore failed trials and keep sampling the region
+        that fails); before any success it is a FAIL."""
         state = self._optuna.trial.TrialState
         ok = value is not None and status in ("keep", "discard", "baseline")
+        if ok:
+            assert value is not None
+            self._seen.append(value)
+        elif self._seen:
+            worst = min if self.space.metric.direction == "maximize" else max
+            value, ok = worst(self._seen), True
         t = self._pending.pop(trial, None)
         if t is not None:
             if ok:

@@ -187,10 +187,13 @@ class Acceptance(Strict):
     margin = t(k, dof) * sigma * sqrt(1/n_best + 1/n_candidate), with sigma the pooled
     standard deviation across seeds (never below `min_std`) and t(k, dof) the Student-t
     quantile at the confidence that `k` has for a normal (see `acceptance.critical`).
+    A candidate that passes on fewer than `keep_seeds` seeds is run on more (the
+    baseline's seeds, then the extra ones) and decided again before it is kept.
     """
 
     k: float = Field(2.0, ge=0)
     min_std: float = Field(0.0, ge=0)
+    keep_seeds: int | None = Field(None, ge=1)  # None: as many as the baseline ran on
 
 
 class Command(Strict):
