@@ -10,6 +10,7 @@ Variation, so a router cannot pass by memorising strings:
   durations, moods, looks, products, ...);
 - mixed language: a slot filled from the other language's pool, or Chinese product
   words switched to English (`视频` -> `video`);
+- synonyms swapped in (`photo` -> `pic`, `视频` -> `短片`) and clauses reordered;
 - politeness prefixes and suffixes, random capitalisation, and typos (adjacent swap,
   dropped or doubled letter in English; a dropped character in Chinese).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -33,6 +35,7 @@ from studio_align.intents.demo_phrases import (
     PREFIXES,
     SLOTS,
     SUFFIXES,
+    SYNONYMS,
     ZH_TO_EN_WORDS,
     Intent,
 )
@@ -84,6 +87,31 @@ def _typo_zh(text: str, rng: random.Random) -> str:
     return text[:i] + text[i + 1 :]
 
 
+def _synonyms(text: str, lang: str, rng: random.Random, prob: float) -> str:
+    table = SYNONYMS[lang]
+    if lang == "zh":
+        for word, alts in table.items():
+            if word in text and rng.random() < prob:
+                text = text.replace(word, rng.choice(alts), 1)
+        return text
+    out = []
+    for w in text.split(" "):
+        core = w.strip(",.:;!?()'-").lower()
+        if core in table and rng.random() < prob:
+            w = w.replace(core, rng.choice(table[core]))
+        out.append(w)
+    return " ".join(out)
+
+
+def _shuffle_clauses(text: str, rng: random.Random) -> str:
+    parts = [p.strip() for p in re.split(r"[,，;；]", text) if p.strip()]
+    if len(parts) < 2:
+        return text
+    rng.shuffle(parts)
+    sep = "，" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else ", "
+    return sep.join(parts)
+
+
 def render_request(
     intent: Intent,
     lang: str,
@@ -93,9 +121,14 @@ def render_request(
     mix_prob: float = 0.12,
     switch_prob: float = 0.15,
     typo_prob: float = 0.12,
+    synonym_prob: float = 0.35,
+    shuffle_prob: float = 0.1,
 ) -> str:
     """One request text for `intent` in `lang` (see module docstring for the noise)."""
     text = _fill(rng.choice(templates(intent, lang, split)), lang, rng, mix_prob)
+    text = _synonyms(text, lang, rng, synonym_prob)
+    if rng.random() < shuffle_prob:
+        text = _shuffle_clauses(text, rng)
     if lang == "zh" and rng.random() < switch_prob:
         word = rng.choice([w for w in ZH_TO_EN_WORDS if w in text] or [""])
         if word:

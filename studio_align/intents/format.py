@@ -111,10 +111,19 @@ def _id(tok: TokenizerLike, token: str) -> int:
     return int(i)
 
 
+def _encode_text(tok: TokenizerLike, text: str) -> list[int]:
+    """Text ids with special-token strings in the text kept as plain text, so a request
+    that contains `<step:...>` or `<plan>` cannot inject control tokens."""
+    try:
+        return list(tok.encode(text, allow_special=False))  # type: ignore[call-arg]
+    except TypeError:
+        return list(tok.encode(text))
+
+
 def encode_prompt(tok: TokenizerLike, request: Any) -> list[int]:
     """`<bos>` + text tokens + attachment markers (fixed kind order) + `<plan>`."""
     text, atts = request_fields(request)
-    ids = [_id(tok, BOS), *tok.encode(normalize_text(text))]
+    ids = [_id(tok, BOS), *_encode_text(tok, normalize_text(text))]
     ids += [_id(tok, attachment_token(k)) for k in ATTACHMENT_KINDS if k in atts]
     ids.append(_id(tok, PLAN))
     return ids
