@@ -1,8 +1,9 @@
 """Subprocess worker for the sharding and resume tests (XLA flags must precede jax import).
 
-Usage: python _training_worker.py RUN_DIR OUT.npz [--set key=value ...]
-Trains a tiny MLP regressor with `train_loop` and writes the per-step losses and the
-final parameters to OUT.npz.
+Usage: python _training_worker.py RUN_DIR OUT.npz [--transformer] [--set key=value ...]
+Trains a tiny MLP regressor (or, with --transformer, the engine's tiny Transformer with
+the SFT loss) with `train_loop` and writes the per-step losses, the final parameters and
+their shardings to OUT.npz.
 """
 
 from __future__ import annotations
@@ -41,9 +42,24 @@ def data(n: int = 256, d: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
     return {"x": x, "y": np.tanh(x @ w / 4).astype(np.float32)}
 
 
+def transformer_task(seed: int) -> tuple[nnx.Module, object, ArrayBatches]:
+    """The engine's tiny Transformer with the SFT loss on synthetic prompt/completion pairs."""
+    from studio_align.models.config import ModelConfig
+    from studio_align.models.transformer import Transformer
+    from studio_align.training.sft import encode_pairs, sft_loss
+
+    rng = np.random.default_rng(0)
+    pairs = []
+    for _ in range(128):
+        prompt = rng.integers(2, 32, size=rng.integers(3, 9)).tolist()
+        pairs.append((prompt, [2 + (prompt[-1] * 7) % 30, 1]))
+    arrays = encode_pairs(pairs, 16, 0)
+    return Transformer(ModelConfig.tiny(32), rngs=nnx.Rngs(seed)), sft_loss, arrays
+
+
 def main(argv: list[str]) -> None:
     run_dir, out, *rest = argv
-    overrides = [a for a in rest if a != "--set"]
+    overrides = [a for a in rest if a not in ("--set", "--transformer")]
     base = {
         "run_dir": run_dir,
         "train": {
@@ -58,9 +74,12 @@ def main(argv: list[str]) -> None:
         "checkpoint": {"every": 4, "keep": 2},
     }
     cfg = validate(TrainRunConfig, apply_overrides(base, overrides))
-    model = MLP(16, 64, rngs=nnx.Rngs(cfg.train.seed))
-    batches = ArrayBatches(data(), cfg.train.batch_size, seed=cfg.train.seed)
-    res = train_loop(model, cfg.optim, mse, batches, cfg)
+    if "--transformer" in rest:
+        model, loss_fn, arrays = transformer_task(cfg.train.seed)
+    else:
+        model, loss_fn, arrays = MLP(16, 64, rngs=nnx.Rngs(cfg.train.seed)), mse, data()
+    batches = ArrayBatches(arrays, cfg.train.batch_size, seed=cfg.train.seed)
+    res = train_loop(model, cfg.optim, loss_fn, batches, cfg)
     flat = {
         "p/" + "/".join(map(str, k)): np.asarray(v)
         for k, v in nnx.to_flat_state(nnx.state(model, nnx.Param))

@@ -27,7 +27,7 @@ def _run(run_dir: Path, out: Path, *sets: str, devices: int = 1, env: dict | Non
     e.update(env or {})
     args = [sys.executable, str(WORKER), str(run_dir), str(out)]
     for s in sets:
-        args += ["--set", s]
+        args += [s] if s.startswith("--") else ["--set", s]
     proc = subprocess.run(args, env=e, capture_output=True, text=True, timeout=120)
     if proc.returncode not in (0, -9):
         raise AssertionError(f"worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -80,3 +80,27 @@ def test_killed_run_resumes_exactly(tmp_path: Path, single: np.lib.npyio.NpzFile
         np.testing.assert_array_equal(resumed[k], v, err_msg=k)
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 12  # the file reads as one uninterrupted run
+
+
+@pytest.mark.slow  # two Transformer compiles in subprocesses: ~10 s CPU, more on a busy box
+def test_transformer_sft_on_fsdp_mesh_matches_one_device(tmp_path: Path) -> None:
+    """The engine's Transformer with the SFT loss: logical-axis sharding (embed -> fsdp)."""
+    sets = ("train.steps=6",)
+    _run(tmp_path / "one", tmp_path / "one.npz", "--transformer", *sets, devices=1)
+    _run(
+        tmp_path / "eight",
+        tmp_path / "eight.npz",
+        "--transformer",
+        *sets,
+        "mesh.data=2",
+        "mesh.fsdp=4",
+        devices=8,
+    )
+    one, eight = np.load(tmp_path / "one.npz"), np.load(tmp_path / "eight.npz")
+    assert int(eight["compiles"]) == 1
+    np.testing.assert_allclose(eight["losses"], one["losses"], rtol=1e-5, atol=1e-6)
+    assert one["losses"][-1] < one["losses"][0]
+    for k, v in _params(one).items():
+        np.testing.assert_allclose(eight[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+    assert str(eight["s/embed_tokens/embedding"]) == "P(None, 'fsdp')"
+    assert str(eight["s/layers/0/mlp/gate_proj/kernel"]) == "P('fsdp', None)"
