@@ -1,43 +1,45 @@
-"""GRPO for the grading policy, through the same GRPO core as the router.
+"""GRPO for the grading policy, through the very GRPO trainer the router uses.
 
-One step:
-1. sample `batch_sources` source images (with their style requests) and draw
-   `group_size` grades each from the current policy (group-contiguous);
-2. render every grade and score the outputs with the plugin host's rewards
-   (`aesthetic`, `identity`, `clip_critic`, or any registered reward) combined with the
-   configured weights by `rewards.score_batch`; columns: `images`, `sources`,
-   `requests`, `creators`; context: `aesthetic_model`, `clip_encoder`;
-3. `algorithms.grpo.grpo_advantages` over each group, then `updates_per_rollout`
-   optimiser steps on `algorithms.grpo.grpo_loss`, with the rollout's log-probs as old
-   log-probs and the behaviour-cloned policy as the KL reference. The P grading
-   parameters play the role of a completion's tokens ([B, P] log-probs, mask of ones).
+`GradingRolloutPolicy` implements `studio_align.training.policy.Policy` for the
+continuous grading policy, so `studio_align.training.grpo.GRPOTrainer` (group
+rollouts, `algorithms.grpo.grpo_advantages`, the clipped `grpo_loss` with clip-higher
+and a KL penalty to the behaviour-cloned reference, several updates per rollout) runs it
+unchanged. The P grading parameters of one grade play the role of a completion's P
+tokens: `logps` returns per-dimension Gaussian log-densities [N, P] with a mask of ones,
+and the per-dimension Gaussian entropy.
 
-Groups whose rewards have zero variance carry no signal; their fraction is logged
-(continuous rewards make them rare, so they are not refilled here).
+A prompt record is `{"prompt": source index, "sources": image, "requests": text,
+"creators": name}`; the trainer's `plugin_reward_fn` turns the non-prompt keys into
+reward columns, and the rollout adds `images` (the rendered grades) and `actions`. The
+rewards are the plugin host's (`aesthetic`, `identity`, `clip_critic`, or any other)
+with config weights; `aesthetic_model` and `clip_encoder` travel as reward context.
 """
 
 from __future__ import annotations
 
-import time
+import functools
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-from flax import nnx
 from pydantic import Field
 
-from studio_align.algorithms.grpo import grpo_advantages, grpo_loss
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.reward_models.color_stats import color_features
-from studio_align.rewards import score_batch
+from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.optim import OptimConfig
+from studio_align.training.policy import Rollout
 from studio_align.verticals.grading.policy import GradingPolicy, request_features
-from studio_align.verticals.grading.renderer import render
+from studio_align.verticals.grading.renderer import N_PARAMS, render
 
 
 class GradingTuneConfig(Strict):
+    """`[tune]`: GRPO over grades; algorithm knobs map onto `training.grpo.GRPOConfig`."""
+
     steps: int = Field(60, ge=1)
     batch_sources: int = Field(16, ge=1)
     group_size: int = Field(8, ge=2)
@@ -51,38 +53,73 @@ class GradingTuneConfig(Strict):
     weights: dict[str, float] = Field(default_factory=lambda: {"aesthetic": 1.0, "identity": 1.0})
     seed: int = 0
 
+    def grpo(self) -> GRPOConfig:
+        return GRPOConfig(
+            steps=self.steps,
+            prompts_per_step=self.batch_sources,
+            group_size=self.group_size,
+            mu=self.updates_per_rollout,
+            estimator=self.estimator,  # type: ignore[arg-type]
+            epsilon=self.epsilon,
+            epsilon_high=self.epsilon_high,
+            beta=self.beta,
+            kl=self.kl,  # type: ignore[arg-type]
+            aggregation="sequence-mean-token-mean",
+            dynamic_sampling=False,
+            seed=self.seed,
+        )
 
-def _update_fn(cfg: GradingTuneConfig) -> Any:
-    @nnx.jit
-    def update(
-        policy: GradingPolicy,
-        opt: nnx.Optimizer,
-        feats: jax.Array,
-        req: jax.Array,
-        actions: jax.Array,
-        old_logps: jax.Array,
-        ref_logps: jax.Array,
-        adv: jax.Array,
-    ) -> dict[str, jax.Array]:
-        def loss_fn(p: GradingPolicy) -> tuple[jax.Array, dict[str, jax.Array]]:
-            logps = p.log_probs(feats, req, actions)
-            return grpo_loss(
-                logps,
-                old_logps,
-                ref_logps,
-                adv,
-                jnp.ones_like(logps),
-                epsilon=cfg.epsilon,
-                epsilon_high=cfg.epsilon_high,
-                beta=cfg.beta,
-                kl=cfg.kl,
-            )
+    def optim(self) -> OptimConfig:
+        return OptimConfig(name="adam", learning_rate=self.learning_rate, decay="constant")
 
-        (loss, metrics), grads = nnx.value_and_grad(loss_fn, has_aux=True)(policy)
-        opt.update(policy, grads)
-        return {"loss": loss, **metrics}
 
-    return update
+class GradingRolloutPolicy:
+    """The `Policy` protocol for a `GradingPolicy` over a fixed set of source images."""
+
+    def __init__(self, sources: np.ndarray, requests: Sequence[str], request_dim: int) -> None:
+        self.sources = np.asarray(sources, np.float32)
+        self.feats = color_features(self.sources)
+        self.req = request_features(list(requests), request_dim)
+
+    def sample(
+        self, model: GradingPolicy, prompts: Sequence[Any], group_size: int, rng: jax.Array
+    ) -> Rollout:
+        idx = np.asarray(prompts, np.int64)
+        actions, logps = _sample(
+            model, rng, jnp.asarray(self.feats[idx]), jnp.asarray(self.req[idx]), group_size
+        )
+        actions = np.asarray(actions)
+        rows = np.repeat(idx, group_size)
+        outs = render(self.sources[rows], actions)
+        n = len(rows)
+        return Rollout(
+            batch={"feats": self.feats[rows], "req": self.req[rows], "actions": actions},
+            old_logps=np.asarray(logps),
+            mask=np.ones((n, N_PARAMS), bool),
+            lengths=np.full((n,), N_PARAMS),
+            truncated=np.zeros((n,), bool),
+            columns={"images": list(outs), "actions": list(actions)},
+        )
+
+    def logps(
+        self, model: GradingPolicy, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        lp = model.log_probs(batch["feats"], batch["req"], batch["actions"])
+        _, log_std = model(batch["feats"], batch["req"])
+        entropy = 0.5 * math.log(2 * math.pi * math.e) + log_std
+        return lp, jnp.ones_like(lp, dtype=bool), entropy
+
+
+@functools.lru_cache(maxsize=8)
+def _sampler(group_size: int) -> Any:
+    """One jitted sampler per group size (compiled once, not per rollout)."""
+    from flax import nnx
+
+    return nnx.jit(lambda m, k, f, r: m.sample(k, f, r, group_size))
+
+
+def _sample(model: GradingPolicy, key: jax.Array, f: jax.Array, r: jax.Array, g: int) -> Any:
+    return _sampler(g)(model, key, f, r)
 
 
 def tune_grading(
@@ -95,12 +132,12 @@ def tune_grading(
     rewards: dict[str, Any],
     context: dict[str, Any] | None = None,
     creator: str | None = None,
-    on_step: Any = None,
+    run_dir: str | None = None,
 ) -> list[dict[str, float]]:
     """Tune `policy` in place with GRPO on `sources` [N, S, S, 3]; returns per-step metrics.
 
-    `rewards` maps names to `Reward`s (usually `host.rewards`); only those with a weight
-    in `cfg.weights` are used.
+    `rewards` maps names to `Reward`s (usually `host.rewards`); only those named in
+    `cfg.weights` are used.
     """
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
@@ -108,50 +145,18 @@ def tune_grading(
             f"tune.weights: unknown reward(s) {missing}; registered: {sorted(rewards)}"
         )
     use = {k: rewards[k] for k in cfg.weights}
-    feats_all = color_features(sources)
-    req_all = request_features(list(requests), policy.request_dim)
-    opt = nnx.Optimizer(policy, optax.adam(cfg.learning_rate), wrt=nnx.Param)
-    update = _update_fn(cfg)
-    sample = nnx.jit(lambda p, k, f, r: p.sample(k, f, r, cfg.group_size))
-    ref_lp = nnx.jit(lambda p, f, r, a: p.log_probs(f, r, a))
-    rng = np.random.default_rng(cfg.seed)
-    key = jax.random.key(cfg.seed)
-    g, history = cfg.group_size, []
-    for step in range(cfg.steps):
-        t0 = time.perf_counter()
-        idx = rng.choice(len(sources), size=min(cfg.batch_sources, len(sources)), replace=False)
-        f, r = jnp.asarray(feats_all[idx]), jnp.asarray(req_all[idx])
-        key, sub = jax.random.split(key)
-        actions, old_logps = sample(policy, sub, f, r)
-        fg, rg = jnp.repeat(f, g, axis=0), jnp.repeat(r, g, axis=0)
-        ref_logps = ref_lp(reference, fg, rg, actions)
-        src = np.repeat(sources[idx], g, axis=0)
-        outs = render(src, np.asarray(actions))
-        scores = score_batch(
-            use,
-            cfg.weights,
-            {
-                "images": list(outs),
-                "sources": list(src),
-                "requests": [requests[i] for i in idx for _ in range(g)],
-                "creators": [creator] * len(outs),
-            },
-            context=context or {},
-        )
-        adv, adv_metrics = grpo_advantages(
-            jnp.asarray(scores.total, jnp.float32), g, estimator=cfg.estimator
-        )
-        for _ in range(cfg.updates_per_rollout):
-            m = update(policy, opt, fg, rg, actions, old_logps, ref_logps, adv)
-        row = {
-            "step": step,
-            **{k: float(v) for k, v in scores.metrics.items() if k.endswith("/mean")},
-            **{k: float(v) for k, v in adv_metrics.items()},
-            **{k: float(v) for k, v in m.items()},
-            "std/mean": float(jnp.exp(policy.log_std.value).mean()),
-            "seconds": time.perf_counter() - t0,
-        }
-        history.append(row)
-        if on_step is not None:
-            on_step(row)
-    return history
+    records = [
+        {"prompt": i, "sources": sources[i], "requests": requests[i], "creators": creator}
+        for i in range(len(sources))
+    ]
+    trainer = GRPOTrainer(
+        GradingRolloutPolicy(sources, requests, policy.request_dim),
+        policy,
+        records,
+        plugin_reward_fn(use, cfg.weights, context=context or {}),
+        cfg.grpo(),
+        cfg.optim(),
+        ref_model=reference if cfg.beta > 0 else None,
+        run_dir=run_dir,
+    )
+    return trainer.train().history
