@@ -219,3 +219,36 @@ def test_train_sft_cli(tmp_path: Path) -> None:
     assert out["steps"] == 4 and Path(out["checkpoint"]).is_dir()
     bad = CliRunner().invoke(main, ["train", "sft", "--config", str(cfg), "--set", "optim.lr=1"])
     assert bad.exit_code == 2 and "optim.lr" in bad.output
+
+
+def test_lora_training_updates_adapters_only(tmp_path: Path) -> None:
+    from studio_align.models.config import LoraConfig
+
+    model = Transformer(ModelConfig.tiny(V, lora=LoraConfig(rank=4)), rngs=nnx.Rngs(0))
+    base = jax.tree.map(np.array, nnx.state(model, nnx.Not(nnx.LoRAParam)))
+    lora = jax.tree.map(np.array, nnx.state(model, nnx.LoRAParam))
+    pairs = _pairs(64)
+    cfg = validate(
+        TrainRunConfig,
+        {
+            "run_dir": str(tmp_path),
+            "train": {"steps": 5, "batch_size": 16, "progress": False, "metrics_hook": False},
+            "optim": {"learning_rate": 1e-2},
+            "checkpoint": {"every": 0},
+        },
+    )
+    arrays = encode_pairs(pairs, padded_length(pairs), PAD)
+    train_loop(model, cfg.optim, sft_loss, ArrayBatches(arrays, 16), cfg, wrt=nnx.LoRAParam)
+    for a, b in zip(
+        jax.tree.leaves(base),
+        jax.tree.leaves(nnx.state(model, nnx.Not(nnx.LoRAParam))),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    changed = [
+        float(np.abs(a - np.asarray(b)).max())
+        for a, b in zip(
+            jax.tree.leaves(lora), jax.tree.leaves(nnx.state(model, nnx.LoRAParam)), strict=True
+        )
+    ]
+    assert min(changed) > 0

@@ -38,7 +38,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from pydantic import Field, model_validator
 
 from studio_align.config import Strict
-from studio_align.errors import ConfigError, DataError
+from studio_align.errors import CheckpointError, ConfigError, DataError
 from studio_align.training.accumulate import LossFn, accumulated_grads
 from studio_align.training.batches import BatchSource, HostBatch, as_source
 from studio_align.training.checkpoint import CheckpointConfig, Checkpointer
@@ -150,6 +150,9 @@ def train_loop(
     `batches` is a step-indexed source `step -> {name: array[batch_size, ...]}` (exact
     resume) or an iterable of such dicts. `eval_fn(model) -> {name: float}` runs every
     `train.eval_every` steps and at the end; its metrics are logged as `eval/<name>`.
+
+    The model's arrays are donated to the jitted step and written back at the end, so
+    the model is unusable while the loop runs (and if it raises midway).
     """
     maybe_initialize(run_cfg.distributed)
     t_start = time.perf_counter()
@@ -187,7 +190,12 @@ def train_loop(
     main = is_main_process()
     logger = MetricsLogger(run_dir, name, fire_hook=tc.metrics_hook) if main else None
     start, resumed_from = 0, None
-    latest = ckpt.latest_step() if run_cfg.checkpoint.resume else None
+    latest = ckpt.latest_step()
+    if latest is not None and not run_cfg.checkpoint.resume:
+        raise CheckpointError(
+            f"{ckpt_dir} already holds checkpoints (latest step {latest}) and "
+            "checkpoint.resume = false; remove it or choose another checkpoint.dir"
+        )
     if latest is not None:
         trees, record = ckpt.restore(
             latest, {"params": params, "rest": rest, "opt_state": opt_state}
