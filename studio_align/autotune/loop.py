@@ -291,7 +291,9 @@ class Autotune:
                 "propose", trial=0, config=config, description="baseline", proposer="baseline"
             )
         self._log(f"trial 0 (baseline) on seeds {self.space.spec.seeds.baseline}")
-        values, seeds, seconds = [], [], 0.0
+        values: list[float] = []
+        seeds: list[int] = []
+        seconds = 0.0
         for seed in self.space.spec.seeds.baseline:
             rec = self._run_seed(state, 0, seed, config)
             seconds += rec["seconds"]

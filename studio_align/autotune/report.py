@@ -9,6 +9,7 @@ and std, noise sigma, best, held-out confirmation, status counts) and one row pe
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,10 +58,12 @@ def plot_running_best(trials: list[dict[str, Any]], summary: Summary, path: Path
             label=st if st not in seen else None,
         )
         seen.add(st)
-    xs, ys, best = [], [], None
+    xs: list[int] = []
+    ys: list[float] = []
+    best = math.nan
     for t in trials:  # every keep beat the best before it, so the last keep is the best
         if t["status"] in ("baseline", "keep"):
-            best = t["mean"]
+            best = t["mean"] if t["mean"] is not None else math.nan
         xs.append(t["trial"])
         ys.append(best)
     if xs:

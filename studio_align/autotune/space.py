@@ -156,9 +156,9 @@ class Metric(Strict):
 class Budget(Strict):
     """`trials` counts candidate trials (the baseline is extra); seconds are wall-clock."""
 
-    trials: int = Field(20, ge=0)
-    wall_clock_s: float = Field(3600.0, gt=0)
-    trial_timeout_s: float = Field(600.0, gt=0)
+    trials: int = Field(default=20, ge=0)
+    wall_clock_s: float = Field(default=3600.0, gt=0)
+    trial_timeout_s: float = Field(default=600.0, gt=0)
 
 
 class Seeds(Strict):
@@ -191,9 +191,9 @@ class Acceptance(Strict):
     baseline's seeds, then the extra ones) and decided again before it is kept.
     """
 
-    k: float = Field(2.0, ge=0)
-    min_std: float = Field(0.0, ge=0)
-    keep_seeds: int | None = Field(None, ge=1)  # None: as many as the baseline ran on
+    k: float = Field(default=2.0, ge=0)
+    min_std: float = Field(default=0.0, ge=0)
+    keep_seeds: int | None = Field(default=None, ge=1)  # None: as many as the baseline ran on
 
 
 class Command(Strict):
@@ -229,10 +229,10 @@ class Data(Strict):
 class SpaceFile(Strict):
     name: str = "autotune"
     metric: Metric
-    budget: Budget = Field(default_factory=Budget)
-    seeds: Seeds = Field(default_factory=Seeds)
-    acceptance: Acceptance = Field(default_factory=Acceptance)
-    command: Command = Field(default_factory=Command)
+    budget: Budget = Budget()
+    seeds: Seeds = Seeds()
+    acceptance: Acceptance = Acceptance()
+    command: Command = Command()
     data: Data
     locked: dict[str, Any] = Field(default_factory=dict)
     params: dict[str, Param] = Field(default_factory=dict)
