@@ -13,8 +13,10 @@ One step:
    with the rollout's log-probs as the old log-probs of the clipped ratio (clip-higher
    with `epsilon_high`), so pass 1 is on-policy and later passes are off-policy.
 
-Logged per step: each reward's mean, the zero-variance group fraction of the first
-rollout, KL to the reference, clip fraction, entropy, completion length.
+Logged per step: each reward's mean and the total's (over the step's first rollout, so
+not inflated by dynamic sampling; `reward/kept/mean` is over the groups trained on),
+the zero-variance group fraction of the first rollout, KL to the reference, clip
+fraction, entropy, completion length, rollouts drawn, rollout and update seconds.
 
 Design choices: the update is one `jax.jit` step over split `(params, rest, opt_state)`
 with donation, compiled once (every minibatch has the same shape); the algorithm's
@@ -223,6 +225,7 @@ class GRPOTrainer:
             )
             rewards = rewards + self.cfg.overlong_penalty * pen
             metrics = {**metrics, "reward/overlong/mean": float(pen.mean())}
+        metrics = {**metrics, "reward/total/mean": float(rewards.mean())}
         return rollout, rewards, metrics, per_sample
 
     def collect(self) -> tuple[Rollout, np.ndarray, dict[str, float]]:
@@ -291,8 +294,9 @@ class GRPOTrainer:
         host = jax.device_get(window)
         out = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
         out.update(metrics)
-        out["reward/total/mean"] = float(rewards.mean())
-        out["reward/dropped_zero_std_fraction"] = float(jax.device_get(adv_m["zero_std_fraction"]))
+        # reward/*/mean are the first rollout's (unbiased); the kept groups score higher
+        out["reward/kept/mean"] = float(rewards.mean())
+        out["kept_zero_std_fraction"] = float(jax.device_get(adv_m["zero_std_fraction"]))
         out["completion_length"] = float(rollout.lengths.mean())
         out["truncated_fraction"] = float(rollout.truncated.mean())
         out["time/rollout_s"] = t_roll

@@ -18,11 +18,12 @@ log-density stands in for log-probs, exactly what the clipped importance ratio n
 `model` is the `nnx.Module` being trained; the policy object holds only sampling
 settings, so GRPO can evaluate it under the current, reference or old parameters.
 
-`LMPolicy` implements the protocol with the engine's `Sampler`. Sampling and training
-must agree on the distribution, so its `logps` divides logits by the same temperature
-and, under a constrained decoder, applies the same token-level FSM mask (replayed on the
-host from the sampled tokens). Top-k / top-p truncation is not reproduced: use them only
-for evaluation, not for GRPO rollouts.
+`LMPolicy` implements the protocol with the engine's `Sampler`. The sampler returns the
+log-probs of the *policy* distribution (temperature 1, restricted to what the decoding
+constraint allows, renormalised); `LMPolicy.logps` computes exactly that quantity in a
+full forward pass, re-applying the FSM mask from states replayed on the host. The
+sampling temperature only shapes exploration; with `temperature = 1` (the default)
+rollouts are exactly on-policy.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ class LMPolicy:
         self.decoded_column = decoded_column
         self.sampler_options = dict(sampler_options or {})
         self._allowed: jax.Array | None = None
+        self._sampler: Any = None
 
     # -- sampling ----------------------------------------------------------------------------
 
@@ -150,7 +152,12 @@ class LMPolicy:
                 f"prompt of {len(rows[too_long[0]])} tokens exceeds max_prompt_len={self.max_prompt_len}"
             )
         constraint = self.constraint_for(rows) if self.constraint_for is not None else None
-        sampler = Sampler(model, **self.sampler_options)
+        if self._sampler is None:
+            self._sampler = Sampler(
+                model, eos_id=self.eos_id, pad_id=self.pad_id, **self.sampler_options
+            )
+        sampler = self._sampler
+        sampler.model = model  # the sampler reads the weights of `model` on every call
         seed = int(jax.random.randint(rng, (), 0, 2**31 - 1))
         out = sampler.sample(
             rows,
@@ -208,14 +215,17 @@ class LMPolicy:
         # completion token j of row i sits at plen_i + j; it is predicted at plen_i + j - 1
         idx = batch["prompt_len"][:, None] + jnp.arange(t)[None, :] - 1
         logits = jnp.take_along_axis(logits, idx[:, :, None], axis=1).astype(jnp.float32)
-        logits = logits / self.temperature
+        any_ok = jnp.ones(mask.shape, bool)
         if "fsm_states" in batch:
             if self._allowed is None:
                 raise DataError("LMPolicy.logps: FSM states given but no constraint was sampled")
-            logits = jnp.where(self._allowed[batch["fsm_states"]], logits, -1e30)
+            ok = self._allowed[batch["fsm_states"]]
+            any_ok = jnp.any(ok, axis=-1)  # a dead state: the sampler forces eos with log-prob 0
+            logits = jnp.where(ok | ~any_ok[..., None], logits, -1e30)
         targets = jnp.take_along_axis(tokens, idx + 1, axis=1)
         logp_all = jax.nn.log_softmax(logits, axis=-1)
         lp = jnp.take_along_axis(logp_all, targets[:, :, None], axis=-1)[..., 0]
+        lp = jnp.where(any_ok, lp, 0.0)
         p = jnp.exp(logp_all)
         entropy = -jnp.sum(jnp.where(p > 0, p * logp_all, 0.0), axis=-1)
         return jnp.where(mask, lp, 0.0), mask, entropy

@@ -54,3 +54,22 @@ def pattern_reward(target: Sequence[int]):  # type: ignore[no-untyped-def]
         return out
 
     return pattern
+
+
+def answer_prompts(n_b: int = 3) -> list[list[int]]:
+    """GRPO prompts of the answer task: `<bos> a b` for every kind `a` and `n_b` fillers."""
+    return [[BOS, FIRST_A + a, FIRST_B + b] for a in range(KINDS) for b in range(n_b)]
+
+
+def answer_reward(
+    completions: Sequence[Sequence[int]], prompts: Sequence[Sequence[int]]
+) -> list[float]:
+    """Verifiable reward of the answer task: 1/2 for the right answer token first
+    (`ANSWER0 + a`, `a` read from the prompt), 1/2 for stopping right after it (`<eos>`)."""
+    out = []
+    for c, p in zip(completions, prompts, strict=True):
+        want = ANSWER0 + (p[1] - FIRST_A)
+        out.append(
+            0.5 * float(len(c) > 0 and c[0] == want) + 0.5 * float(len(c) > 1 and c[1] == EOS)
+        )
+    return out
