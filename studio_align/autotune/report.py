@@ -71,6 +71,21 @@ def plot_running_best(trials: list[dict[str, Any]], summary: Summary, path: Path
     if summary.baseline_mean is not None and summary.baseline_std is not None:
         m, s = summary.baseline_mean, summary.baseline_std
         ax.axhspan(m - s, m + s, color="tab:blue", alpha=0.12, label="baseline ± std")
+    for t, c in summary.heldout.items():
+        if c["mean"] is not None:
+            ax.scatter(
+                [int(t)],
+                [c["mean"]],
+                marker="*",
+                s=140,
+                color="black",
+                zorder=4,
+                label="held-out (confirmation)" if "held" not in seen else None,
+            )
+            seen.add("held")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial")
     ax.set_ylabel(f"{summary.metric} (validation, mean over seeds)")
     ax.set_title(f"autotune: running best ({summary.direction})")
