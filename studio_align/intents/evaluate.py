@@ -20,8 +20,10 @@ tests share one implementation and its output serialises to JSON as is.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from studio_align.intents.catalog import Catalog, default_catalog
@@ -166,3 +168,53 @@ def errors(
         return -(r["confidence"] if r["confidence"] == r["confidence"] else 0)
 
     return sorted(rows, key=key)[:limit]
+
+
+# -- glue: a router on a labelled file ----------------------------------------------------------
+
+
+def evaluate_router(
+    router: Any, examples: Sequence[dict[str, Any]], *, batch_size: int = 64
+) -> tuple[dict[str, Any], list[list[str]], list[float]]:
+    """Route every example's request with `router` and score the plans (figures, plans, confs)."""
+    t0 = time.perf_counter()
+    plans, confs = router.route([e["request"] for e in examples], batch_size=batch_size)
+    seconds = time.perf_counter() - t0
+    figures = evaluate_routes(examples, plans, confs, catalog=router.catalog)
+    figures["seconds"] = seconds
+    figures["requests_per_s"] = len(examples) / seconds if seconds > 0 else float("nan")
+    return figures, plans, confs
+
+
+def evaluate_checkpoint(
+    checkpoint: str | Path,
+    data: str | Path,
+    *,
+    report_dir: str | Path | None = None,
+    batch_size: int = 64,
+) -> dict[str, Any]:
+    """`eval router`: load a router checkpoint, score it on a labelled JSONL file, and
+    optionally write the HTML/PNG report. Returns the figures (JSON-ready)."""
+    from studio_align.intents.demo import read_examples
+    from studio_align.intents.router import Router
+
+    examples = read_examples(data)
+    if not examples:
+        from studio_align.errors import DataError
+
+        raise DataError(f"{data}: no labelled routing examples")
+    router = Router.load(checkpoint)
+    figures, plans, confs = evaluate_router(router, examples, batch_size=batch_size)
+    figures["checkpoint"] = str(checkpoint)
+    figures["data"] = str(data)
+    if report_dir is not None:
+        from studio_align.intents.report import write_report
+
+        page = write_report(
+            report_dir,
+            figures,
+            title=f"Router evaluation: {Path(checkpoint).name} on {Path(data).name}",
+            mistakes=errors(examples, plans, confs),
+        )
+        figures["report"] = str(page)
+    return figures
