@@ -47,12 +47,16 @@ class ModelSection(Strict):
 
     `config` holds `ModelConfig` fields that override the preset (with `preset = "none"`
     it must hold all required ones). `init_from` starts from a saved bundle instead.
+    `base` starts from a local Hugging Face Gemma 3 directory (`models.hf.load_hf`) in
+    `base_dtype`; its tokenizer is used and the router's tokens are added to it.
     """
 
     preset: Literal["tiny", "router", "gemma3_270m", "none"] = "router"
     config: dict[str, Any] = Field(default_factory=dict)
     lora: dict[str, Any] | None = None  # LoraConfig fields; set: train adapters only
     init_from: Path | None = None
+    base: Path | None = None  # Hugging Face model directory (config.json, *.safetensors)
+    base_dtype: Literal["float32", "bfloat16"] = "float32"
 
 
 class SFTDataConfig(Strict):
@@ -187,6 +191,18 @@ def build_model(section: ModelSection, vocab_size: int, *, seed: int) -> nnx.Mod
     from studio_align.models.transformer import Transformer
 
     lora = LoraConfig.model_validate(section.lora) if section.lora is not None else None
+    if section.base is not None:
+        from studio_align.models.hf import extend_vocab, load_hf
+
+        if section.init_from is not None or section.config:
+            raise ConfigError("model.base: do not combine with model.init_from or model.config")
+        model = load_hf(section.base, dtype=section.base_dtype, tokenizer=False).model
+        if vocab_size < model.cfg.vocab_size:
+            vocab_size = model.cfg.vocab_size  # the tokenizer may not use every embedding row
+        extend_vocab(model, vocab_size)  # rows for tokens added to the base tokenizer
+        if lora is not None:
+            add_lora(model, lora, rngs=nnx.Rngs(seed))
+        return model
     if section.init_from is not None:
         from studio_align.training.bundle import load_model_bundle
 
@@ -251,6 +267,13 @@ def train_sft(
             from studio_align.models.tokenizer import Tokenizer
 
             tokenizer = Tokenizer.load(cfg.data.tokenizer)
+        elif cfg.model.base is not None:
+            from studio_align.intents.format import special_tokens
+            from studio_align.models.hf import add_special_tokens
+            from studio_align.models.tokenizer import Tokenizer
+
+            tokenizer = Tokenizer.load(cfg.model.base)
+            add_special_tokens(tokenizer, special_tokens(catalog))
         elif cfg.model.init_from is not None and (cfg.model.init_from / "tokenizer.json").exists():
             from studio_align.models.tokenizer import Tokenizer
 
