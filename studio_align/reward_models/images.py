@@ -11,8 +11,9 @@ Design choices:
   the colour statistics towards an extreme.
 - 16-bit and float images are rescaled by their nominal range (65535 / 1.0), not by the
   image's own maximum, so a dark 16-bit photo stays dark.
-- Huge images are decoded with JPEG draft mode when possible and then downscaled; the
-  decompression-bomb guard is raised to `max_pixels` (a hard refusal above it).
+- Huge images are decoded with JPEG draft mode when possible and then downscaled;
+  Pillow's decompression-bomb guard is replaced by a header check against `max_pixels`
+  (a hard refusal above it, naming the file and its size).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def load_image(
         raise DataError(f"{p}: image file not found")
     old_limit = Image.MAX_IMAGE_PIXELS
     try:
-        Image.MAX_IMAGE_PIXELS = max_pixels
+        Image.MAX_IMAGE_PIXELS = None  # checked below against max_pixels, from the header
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(p) as im:
