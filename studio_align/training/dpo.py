@@ -19,8 +19,9 @@ Design choices:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -29,9 +30,20 @@ from flax import nnx
 from pydantic import Field
 
 from studio_align.algorithms import dpo_loss, orpo_loss, simpo_loss
-from studio_align.config import Strict
+from studio_align.config import Strict, dump_toml
 from studio_align.models.logprobs import token_logps
+from studio_align.training.batches import ArrayBatches
+from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
+from studio_align.training.preference_data import pack_pairs, route_pairs
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
+from studio_align.training.router_tuning import (
+    PolicySection,
+    RecordsSection,
+    StartingPoint,
+    load_starting_point,
+    read_split,
+    save_tuned_router,
+)
 
 DPOLossType = Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"]
 REFERENCE_FREE = ("simpo", "orpo")
@@ -190,8 +202,83 @@ def evaluate_pairs(
     return res
 
 
-def with_reference(
-    pairs: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]
-) -> dict[str, Any]:
-    """The training arrays: packed pairs plus their reference log-probs."""
-    return {**pairs, **ref}
+# -- the `train dpo` run ---------------------------------------------------------------------
+
+
+class DPORunConfig(TrainRunConfig):
+    """The run config of `studio-align train dpo` (router preference tuning)."""
+
+    model: PolicySection = PolicySection()
+    data: RecordsSection = RecordsSection()
+    dpo: DPOConfig = DPOConfig()
+
+
+@dataclass
+class PreferenceResult:
+    metrics: dict[str, float]  # last logged training window
+    heldout_before: dict[str, float]  # held-out figures of the starting point
+    heldout_after: dict[str, float]
+    checkpoint: Path  # the tuned router checkpoint
+    run_dir: Path
+    reference_cache_hit: bool
+    train: TrainResult
+
+
+def train_dpo(cfg: DPORunConfig, *, start: StartingPoint | None = None) -> PreferenceResult:
+    """Tune a router with the configured DPO-family loss on `route_dpo_pairs` records."""
+    start = start or load_starting_point(cfg.model, seed=cfg.train.seed)
+    tok = start.tokenizer
+    train_pairs = pack_pairs(
+        *route_pairs(read_split(cfg.data, "route_dpo_pairs", "train"), tok),
+        pad_id=tok.pad_id,
+        length=cfg.data.max_len,
+    )
+    held_records = read_split(cfg.data, "route_dpo_pairs", "heldout")
+    held = (
+        pack_pairs(*route_pairs(held_records, tok), pad_id=tok.pad_id, length=cfg.data.max_len)
+        if held_records
+        else None
+    )
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    cache_dir = cfg.dpo.cache_dir or run_dir / "ref_cache"
+    norm = cfg.dpo.loss_type in LENGTH_NORMALISED
+    arrays: dict[str, np.ndarray] = dict(train_pairs)
+    hit = False
+    if cfg.dpo.loss_type not in REFERENCE_FREE:
+        ref, hit = reference_logps(
+            start.reference, train_pairs, loss_type=cfg.dpo.loss_type,
+            batch_size=cfg.dpo.ref_batch_size, cache_dir=cache_dir,
+        )  # fmt: skip
+        arrays.update(ref)
+    eval_fn = None
+    before: dict[str, float] = {}
+    if held is not None:
+        ref_held, _ = reference_logps(
+            start.reference, held, loss_type=cfg.dpo.loss_type,
+            batch_size=cfg.dpo.ref_batch_size, cache_dir=cache_dir,
+        )  # fmt: skip
+
+        def eval_fn(model: nnx.Module) -> dict[str, float]:
+            return evaluate_pairs(
+                model, held, ref_held, batch_size=cfg.data.eval_batch_size, length_normalised=norm
+            )
+
+        before = eval_fn(start.model)
+    batches = ArrayBatches(arrays, cfg.train.batch_size, seed=cfg.train.seed)
+    result = train_loop(
+        start.model, cfg.optim, make_dpo_loss(cfg.dpo), batches, cfg,
+        eval_fn=eval_fn, wrt=start.wrt, name="dpo",
+    )  # fmt: skip
+    metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}
+    path = save_tuned_router(run_dir, start, trained_by=f"dpo:{cfg.dpo.loss_type}", metrics=metrics)
+    return PreferenceResult(
+        metrics=result.metrics,
+        heldout_before=before,
+        heldout_after=result.eval_metrics,
+        checkpoint=path,
+        run_dir=run_dir,
+        reference_cache_hit=hit,
+        train=result,
+    )

@@ -47,6 +47,7 @@ from studio_align.training.accumulate import accumulated_grads
 from studio_align.training.metrics import MetricsLogger
 from studio_align.training.optim import OptimConfig, make_optimizer
 from studio_align.training.policy import Policy, Rollout
+from studio_align.training.router_tuning import PolicySection, RecordsSection, StartingPoint
 
 RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
 
@@ -152,12 +153,11 @@ class GRPOTrainer:
         self.wrt = wrt
         self.compiles = 0
         self._update = jax.jit(self._make_update(), donate_argnums=(0, 1, 2))
-        self._ref_logps = (
-            jax.jit(lambda b: policy.logps(ref_model, b)[0]) if ref_model is not None else None
-        )
-        self._cur_logps = jax.jit(
-            lambda p, r, b: policy.logps(nnx.merge(self.graphdef, p, r), b)[0]
-        )
+        self._ref_logps: Callable | None = None
+        if ref_model is not None:
+            ref_graphdef, ref_state = nnx.split(ref_model)
+            ref_fn = jax.jit(lambda st, b: policy.logps(nnx.merge(ref_graphdef, st), b)[0])
+            self._ref_logps = lambda b: ref_fn(ref_state, b)
 
     # -- the jitted update -------------------------------------------------------------------
 
@@ -316,3 +316,143 @@ class GRPOTrainer:
         result.seconds = time.perf_counter() - t0
         result.compiles = self.compiles
         return result
+
+
+# -- the `train grpo` run (router) -----------------------------------------------------------
+
+
+class SamplingSection(Strict):
+    """`[sampling]`: how rollouts are drawn (temperature 1 keeps rollouts on-policy)."""
+
+    temperature: float = Field(1.0, gt=0)
+    max_new_tokens: int | None = Field(None, ge=1)  # default: the router's max_steps + 1
+
+
+class GRPORunConfig(Strict):
+    """The run config of `studio-align train grpo` (router tuning with plugin rewards)."""
+
+    run_dir: Path = Path("runs/grpo")
+    model: PolicySection = PolicySection()
+    data: RecordsSection = RecordsSection()
+    grpo: GRPOConfig = GRPOConfig()
+    optim: OptimConfig = OptimConfig(learning_rate=1e-5, decay="constant")
+    sampling: SamplingSection = SamplingSection()
+    # plugin reward name -> weight; every reward named here must be registered
+    rewards: dict[str, float] = Field(
+        default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
+    )
+
+
+@dataclass
+class GRPORunResult:
+    history: list[dict[str, float]]
+    heldout_before: dict[str, float]
+    heldout_after: dict[str, float]
+    checkpoint: Path
+    run_dir: Path
+    seconds: float
+
+
+def _router_records(examples: Sequence[Mapping[str, Any]], tok: Any) -> list[dict[str, Any]]:
+    from studio_align.intents.format import encode_prompt
+
+    return [
+        {
+            "prompt": encode_prompt(tok, ex["request"]),
+            "requests": ex["request"],
+            "gold_plans": ex["plan"],
+        }
+        for ex in examples
+    ]
+
+
+def router_policy(start: StartingPoint, sampling: SamplingSection, *, max_prompt_len: int) -> Any:
+    """`LMPolicy` for a router: constrained by its plan grammar, plans decoded for rewards."""
+    from studio_align.intents.format import decode_plan
+    from studio_align.intents.grammar import compile_grammar
+    from studio_align.training.policy import LMPolicy
+    from studio_align.training.router_tuning import attachments_of
+
+    tok, catalog = start.tokenizer, start.catalog
+    grammar = compile_grammar(
+        catalog, tok, vocab_size=start.model.cfg.vocab_size, max_steps=start.max_steps
+    )
+    return LMPolicy(
+        max_prompt_len=max_prompt_len,
+        max_new_tokens=sampling.max_new_tokens or start.max_steps + 1,
+        pad_id=tok.pad_id,
+        eos_id=tok.eos_id,
+        temperature=sampling.temperature,
+        constraint_for=lambda rows: grammar.constraint([attachments_of(r, tok) for r in rows]),
+        decode=lambda ids: decode_plan(tok, ids, catalog),
+        decoded_column="plans",
+    )
+
+
+def heldout_reward(
+    trainer: GRPOTrainer, records: Sequence[Any], *, group_size: int = 1
+) -> dict[str, float]:
+    """Mean rewards of fresh samples for held-out prompts under the current policy."""
+    if not records:
+        return {}
+    trainer.rng, key = jax.random.split(trainer.rng)
+    inputs = [r["prompt"] for r in records]
+    rollout = trainer.policy.sample(trainer._current_model(), inputs, group_size, key)
+    per_sample = [r for r in records for _ in range(group_size)]
+    total, metrics = trainer.reward_fn(per_sample, rollout)
+    out = {k: v for k, v in metrics.items() if k.endswith("/mean")}
+    out["reward/total/mean"] = float(np.mean(total))
+    return out
+
+
+def train_grpo(
+    cfg: GRPORunConfig, *, start: StartingPoint | None = None, host: Any = None
+) -> GRPORunResult:
+    """Tune a router with GRPO on `routing_examples` prompts and plugin rewards."""
+    from studio_align.training.router_tuning import (
+        load_starting_point,
+        read_split,
+        save_tuned_router,
+    )
+
+    start = start or load_starting_point(cfg.model, seed=cfg.grpo.seed)
+    if host is None:
+        from studio_align.plugins import get_host
+
+        host = get_host()
+    missing = sorted(set(cfg.rewards) - set(host.rewards))
+    if missing:
+        raise ConfigError(f"rewards: {missing} not registered (available: {sorted(host.rewards)})")
+    rewards = {name: host.rewards[name] for name in cfg.rewards}
+    train = _router_records(read_split(cfg.data, "routing_examples", "train"), start.tokenizer)
+    held = _router_records(read_split(cfg.data, "routing_examples", "heldout"), start.tokenizer)
+    if not train:
+        raise ConfigError("data: no routing examples to draw GRPO prompts from")
+    longest = max(len(r["prompt"]) for r in train + held)
+    max_prompt_len = cfg.data.max_len or -(-longest // 8) * 8
+    policy = router_policy(start, cfg.sampling, max_prompt_len=max_prompt_len)
+    reward_fn = plugin_reward_fn(rewards, cfg.rewards, context={"catalog": start.catalog})
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    from studio_align.config import dump_toml
+
+    (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    trainer = GRPOTrainer(
+        policy, start.model, train, reward_fn, cfg.grpo, cfg.optim,
+        ref_model=start.reference if cfg.grpo.beta > 0 else None,
+        run_dir=run_dir, wrt=start.wrt, fire_hook=True,
+    )  # fmt: skip
+    before = heldout_reward(trainer, held)
+    result = trainer.train()
+    after = heldout_reward(trainer, held)
+    last = result.history[-1] if result.history else {}
+    metrics = {**last, **{f"eval/{k}": v for k, v in after.items()}}
+    path = save_tuned_router(run_dir, start, trained_by="grpo", metrics=metrics)
+    return GRPORunResult(
+        history=result.history,
+        heldout_before=before,
+        heldout_after=after,
+        checkpoint=path,
+        run_dir=run_dir,
+        seconds=result.seconds,
+    )

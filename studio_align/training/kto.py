@@ -15,6 +15,7 @@ Design choices:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -24,9 +25,20 @@ from flax import nnx
 from pydantic import Field
 
 from studio_align.algorithms import kto_loss
-from studio_align.config import Strict
+from studio_align.config import Strict, dump_toml
 from studio_align.models.logprobs import token_logps
+from studio_align.training.batches import ArrayBatches
+from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
+from studio_align.training.preference_data import pack_unpaired, route_samples
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
+from studio_align.training.router_tuning import (
+    PolicySection,
+    RecordsSection,
+    StartingPoint,
+    load_starting_point,
+    read_split,
+    save_tuned_router,
+)
 
 
 class KTOConfig(Strict):
@@ -141,3 +153,82 @@ def evaluate_samples(
     }
     out["logratio/gap"] = out["logratio/desirable"] - out["logratio/undesirable"]
     return out
+
+
+# -- the `train kto` run ---------------------------------------------------------------------
+
+
+class KTORunConfig(TrainRunConfig):
+    """The run config of `studio-align train kto` (router tuning on unpaired outcomes)."""
+
+    model: PolicySection = PolicySection()
+    data: RecordsSection = RecordsSection()
+    kto: KTOConfig = KTOConfig()
+
+
+@dataclass
+class KTOResult:
+    metrics: dict[str, float]
+    heldout_before: dict[str, float]
+    heldout_after: dict[str, float]
+    checkpoint: Path
+    run_dir: Path
+    reference_cache_hit: bool
+    desirable_weight: float
+    train: TrainResult
+
+
+def train_kto(cfg: KTORunConfig, *, start: StartingPoint | None = None) -> KTOResult:
+    """Tune a router with KTO on route `kto_samples` (accepted = desirable, abandoned = not)."""
+    start = start or load_starting_point(cfg.model, seed=cfg.train.seed)
+    tok = start.tokenizer
+    train = pack_unpaired(
+        *route_samples(read_split(cfg.data, "kto_samples", "train"), tok),
+        pad_id=tok.pad_id,
+        length=cfg.data.max_len,
+    )
+    held_records = read_split(cfg.data, "kto_samples", "heldout")
+    held_cols = route_samples(held_records, tok) if held_records else ([], [], [])
+    held = (
+        pack_unpaired(*held_cols, pad_id=tok.pad_id, length=cfg.data.max_len)
+        if len(held_cols[0]) >= 2
+        else None
+    )
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    cache_dir = cfg.kto.cache_dir or run_dir / "ref_cache"
+    ref, hit = reference_logps(
+        start.reference, train, batch_size=cfg.kto.ref_batch_size, cache_dir=cache_dir
+    )
+    wd = cfg.kto.desirable_weight
+    if wd is None:
+        wd, _ = balanced_weights(train["desirable"], cfg.kto.undesirable_weight)
+    eval_fn = None
+    before: dict[str, float] = {}
+    if held is not None:
+        ref_held, _ = reference_logps(
+            start.reference, held, batch_size=cfg.kto.ref_batch_size, cache_dir=cache_dir
+        )
+
+        def eval_fn(model: nnx.Module) -> dict[str, float]:
+            return evaluate_samples(model, held, ref_held, batch_size=cfg.data.eval_batch_size)
+
+        before = eval_fn(start.model)
+    batches = ArrayBatches({**train, **ref}, cfg.train.batch_size, seed=cfg.train.seed)
+    result = train_loop(
+        start.model, cfg.optim, make_kto_loss(cfg.kto, desirable_weight=wd), batches, cfg,
+        eval_fn=eval_fn, wrt=start.wrt, name="kto",
+    )  # fmt: skip
+    metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}
+    path = save_tuned_router(run_dir, start, trained_by="kto", metrics=metrics)
+    return KTOResult(
+        metrics=result.metrics,
+        heldout_before=before,
+        heldout_after=result.eval_metrics,
+        checkpoint=path,
+        run_dir=run_dir,
+        reference_cache_hit=hit,
+        desirable_weight=float(wd),
+        train=result,
+    )

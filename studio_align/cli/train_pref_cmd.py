@@ -1,0 +1,84 @@
+"""`studio-align train dpo|kto|grpo`: preference and RL tuning of the router.
+
+Thin: each command loads its run config (TOML + `--set` overrides), calls the library
+trainer and prints the figures. Library errors become exit code 2 in `cli/__init__`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+
+
+def _rounded(d: dict[str, float]) -> dict[str, float]:
+    return {k: round(float(v), 4) for k, v in d.items()}
+
+
+@train.command("dpo")
+@run_config_options
+def dpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """DPO-family tuning (sigmoid/cDPO, ipo, hinge, robust, simpo, orpo) on re-route pairs."""
+    from studio_align.training.dpo import DPORunConfig, train_dpo
+
+    res = train_dpo(load_run_config(DPORunConfig, config, overrides))
+    echo_result(
+        {
+            "checkpoint": str(res.checkpoint),
+            "run_dir": str(res.run_dir),
+            "steps": res.train.step,
+            "seconds": round(res.train.seconds, 2),
+            "reference_cache_hit": res.reference_cache_hit,
+            "train": _rounded(res.metrics),
+            "heldout_before": _rounded(res.heldout_before),
+            "heldout_after": _rounded(res.heldout_after),
+        },
+        as_json,
+    )
+
+
+@train.command("kto")
+@run_config_options
+def kto(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """KTO tuning on unpaired route outcomes (accepted = desirable, abandoned = not)."""
+    from studio_align.training.kto import KTORunConfig, train_kto
+
+    res = train_kto(load_run_config(KTORunConfig, config, overrides))
+    echo_result(
+        {
+            "checkpoint": str(res.checkpoint),
+            "run_dir": str(res.run_dir),
+            "steps": res.train.step,
+            "seconds": round(res.train.seconds, 2),
+            "reference_cache_hit": res.reference_cache_hit,
+            "desirable_weight": round(res.desirable_weight, 4),
+            "train": _rounded(res.metrics),
+            "heldout_before": _rounded(res.heldout_before),
+            "heldout_after": _rounded(res.heldout_after),
+        },
+        as_json,
+    )
+
+
+@train.command("grpo")
+@run_config_options
+def grpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """GRPO tuning with plugin rewards (`[rewards]` maps reward names to weights)."""
+    from studio_align.training.grpo import GRPORunConfig, train_grpo
+
+    res = train_grpo(load_run_config(GRPORunConfig, config, overrides))
+    curve = [h.get("reward/total/mean", float("nan")) for h in res.history]
+    echo_result(
+        {
+            "checkpoint": str(res.checkpoint),
+            "run_dir": str(res.run_dir),
+            "steps": len(res.history),
+            "seconds": round(res.seconds, 2),
+            "reward_start": round(curve[0], 4) if curve else None,
+            "reward_end": round(curve[-1], 4) if curve else None,
+            "last_step": _rounded(res.history[-1]) if res.history else {},
+            "heldout_before": _rounded(res.heldout_before),
+            "heldout_after": _rounded(res.heldout_after),
+        },
+        as_json,
+    )
