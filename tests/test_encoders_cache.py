@@ -39,7 +39,7 @@ def test_an_image_is_embedded_once(tmp_path):
     paths = _write(tmp_path, 4)
     enc = Counting(ColorStatsEncoder(size=16))
     cached = CachedEncoder(enc, tmp_path / "cache")
-    first = cached.encode_files(paths + [paths[0]])  # duplicate within one call
+    first = cached.encode_files([*paths, paths[0]])  # duplicate within one call
     assert enc.calls == 4
     again = CachedEncoder(enc, tmp_path / "cache").encode_files(paths)  # fresh wrapper, same dir
     assert enc.calls == 4
