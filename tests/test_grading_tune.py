@@ -37,7 +37,7 @@ def test_rollout_policy_matches_the_protocol():
     )
     lp, mask, ent = rp.logps(pol, {k: jnp.asarray(v) for k, v in ro.batch.items()})
     np.testing.assert_allclose(np.asarray(lp), ro.old_logps, atol=1e-4)  # on-policy ratio = 1
-    assert ent.shape == (6, N_PARAMS)
+    assert ent.shape == (6, N_PARAMS) and bool(mask.all())
 
 
 def test_grpo_raises_a_verifiable_reward():
