@@ -68,18 +68,24 @@ def load_router(path: str) -> RouterLike:
     return Router.load(path)
 
 
+def batch_buckets(max_batch: int) -> list[int]:
+    """Powers of two up to `max_batch`: the batch shapes the sampler compiles."""
+    sizes, b = [], 1
+    while b < max_batch:
+        sizes.append(b)
+        b *= 2
+    return [*sizes, max_batch]
+
+
 def _warmup(router: RouterLike, max_batch: int) -> None:
-    """Route one batch of each power-of-two size so no live request triggers a compile."""
+    """Compile every batch bucket up front so no live request triggers a compile."""
+    sizes = batch_buckets(max_batch)
     fn = getattr(router, "warmup", None)
     if callable(fn):
-        fn(max_batch=max_batch)
+        fn(sizes)
         return
-    b = 1
-    while True:
+    for b in sizes:
         router.route([{"text": "warm up", "attachments": ["image"]}] * b)
-        if b >= max_batch:
-            break
-        b = min(2 * b, max_batch)
 
 
 def _checkpoint_stamp(path: str) -> float:
@@ -89,6 +95,13 @@ def _checkpoint_stamp(path: str) -> float:
     return max((f.stat().st_mtime for f in p.rglob("*") if f.is_file()), default=p.stat().st_mtime)
 
 
+def _decode_compiles() -> int:
+    """Traces of the sampler's decode function so far (constant after warm-up)."""
+    from studio_align.generation import sampler
+
+    return int(sampler._trace_count)
+
+
 class _State:
     def __init__(self, cfg: ServeConfig, loader: Callable[[str], RouterLike]) -> None:
         self.cfg = cfg
@@ -96,6 +109,7 @@ class _State:
         self.router: RouterLike | None = None
         self.checkpoint = cfg.checkpoint
         self.metrics = Metrics()
+        self.metrics.compile_count = _decode_compiles
         self.feedback = FeedbackLog(cfg.feedback_log)
         self.reload_lock = asyncio.Lock()
         self.batcher = DynamicBatcher(

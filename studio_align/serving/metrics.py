@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 30, 50, 75, 100, 200, 500, 1000, 5000)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
@@ -47,6 +48,7 @@ class Metrics:
         self.feedback = 0
         self.reloads = 0
         self.model_version = ""
+        self.compile_count: Callable[[], int] | None = None
 
     def record_request(self, path: str, status: int, latency_ms: float | None = None) -> None:
         with self._lock:
@@ -71,6 +73,9 @@ class Metrics:
             lines.append(f"studio_align_feedback_total {self.feedback}")
             lines.append("# TYPE studio_align_reloads_total counter")
             lines.append(f"studio_align_reloads_total {self.reloads}")
+            if self.compile_count is not None:
+                lines.append("# TYPE studio_align_decode_compiles gauge")
+                lines.append(f"studio_align_decode_compiles {self.compile_count()}")
             lines.append("# TYPE studio_align_model_info gauge")
             lines.append(f'studio_align_model_info{{version="{self.model_version}"}} 1')
             return "\n".join(lines) + "\n"
