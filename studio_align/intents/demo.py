@@ -30,12 +30,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from studio_align.intents.demo_phrases import (
+    CONNECTORS,
+    FILLERS,
+    FIRST_CLAUSES,
     HELDOUT_PER_LANG,
     INTENTS,
     PREFIXES,
     SLOTS,
     SUFFIXES,
     SYNONYMS,
+    THEN_CLAUSES,
     ZH_TO_EN_WORDS,
     Intent,
 )
@@ -112,6 +116,31 @@ def _shuffle_clauses(text: str, rng: random.Random) -> str:
     return sep.join(parts)
 
 
+def _pool(options: tuple[str, ...], split: Split) -> tuple[str, ...]:
+    """Compositional pools hold their last entry out of training."""
+    return options[:-1] if split == "train" else options[-1:]
+
+
+def composable(intent: Intent) -> bool:
+    """Multi-step plans whose steps all have clause pools (first-step clauses assume the
+    attachments of the multi-step intents, so single steps keep their own templates)."""
+    return (
+        len(intent.plan) > 1
+        and intent.plan[0] in FIRST_CLAUSES
+        and all(s in THEN_CLAUSES for s in intent.plan[1:])
+    )
+
+
+def compose_template(intent: Intent, lang: str, rng: random.Random, split: Split) -> str:
+    """A template built clause by clause for the intent's plan (see demo_phrases)."""
+    first, *rest = intent.plan
+    parts = [rng.choice(_pool(FIRST_CLAUSES[first][lang], split))]
+    for step in rest:
+        parts.append(rng.choice(_pool(CONNECTORS[lang], split)))
+        parts.append(rng.choice(_pool(THEN_CLAUSES[step][lang], split)))
+    return "".join(parts)
+
+
 def render_request(
     intent: Intent,
     lang: str,
@@ -123,9 +152,19 @@ def render_request(
     typo_prob: float = 0.12,
     synonym_prob: float = 0.35,
     shuffle_prob: float = 0.1,
+    compose_prob: float = 0.0,
+    filler_prob: float = 0.0,
 ) -> str:
     """One request text for `intent` in `lang` (see module docstring for the noise)."""
-    text = _fill(rng.choice(templates(intent, lang, split)), lang, rng, mix_prob)
+    if composable(intent) and rng.random() < compose_prob:
+        template = compose_template(intent, lang, rng, split)
+    else:
+        template = rng.choice(templates(intent, lang, split))
+    text = _fill(template, lang, rng, mix_prob)
+    if rng.random() < filler_prob:
+        filler = rng.choice(FILLERS[lang])
+        sep = "，" if lang == "zh" else ", "
+        text = filler + sep + text if rng.random() < 0.5 else text + sep + filler
     text = _synonyms(text, lang, rng, synonym_prob)
     if rng.random() < shuffle_prob:
         text = _shuffle_clauses(text, rng)
@@ -157,8 +196,19 @@ def generate_examples(
     split: Split = "train",
     intents: Sequence[Intent] = INTENTS,
     zh_fraction: float = 0.5,
+    compose_prob: float | None = None,
+    filler_prob: float | None = None,
 ) -> list[dict[str, Any]]:
-    """`n` labelled routing examples, cycling through intents so each is covered evenly."""
+    """`n` labelled routing examples, cycling through intents so each is covered evenly.
+
+    Training data mixes whole-sentence templates with clause-by-clause compositions
+    (`compose_prob`, default 0.5) and irrelevant filler phrases (`filler_prob`, 0.15);
+    held-out data uses only the held-out whole-sentence templates unless asked.
+    """
+    if compose_prob is None:
+        compose_prob = 0.5 if split == "train" else 0.0
+    if filler_prob is None:
+        filler_prob = 0.15 if split == "train" else 0.0
     rng = random.Random(f"demo:{seed}:{split}")
     out = []
     order: list[Intent] = []
@@ -168,7 +218,10 @@ def generate_examples(
             rng.shuffle(order)
         intent = order.pop()
         lang = "zh" if rng.random() < zh_fraction else "en"
-        out.append(make_example(intent, render_request(intent, lang, rng, split=split)))
+        text = render_request(
+            intent, lang, rng, split=split, compose_prob=compose_prob, filler_prob=filler_prob
+        )
+        out.append(make_example(intent, text))
     return out
 
 

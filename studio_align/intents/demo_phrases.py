@@ -302,7 +302,7 @@ INTENTS: tuple[Intent, ...] = (
     Intent("speech", (SPEECH,), (),
         en=("read this aloud: {line}", "generate a voiceover saying '{line}'", "text to speech: {line}",
             "record {voice} saying {line}", "narrate this with {voice}: {line}",
-            "make an audio clip of someone saying {line}",
+            "make an audio recording of someone saying {line}",
             "i need {voice} to speak the line '{line}'", "voice this script please: {line}"),
         zh=("把这段话读出来：{line}", "生成一段配音：{line}", "文字转语音：{line}", "用{voice}念：{line}",
             "帮我录一段旁白，{voice}，内容是{line}", "合成语音：{line}",
@@ -515,3 +515,67 @@ SYNONYMS: dict[str, dict[str, tuple[str, ...]]] = {
         "分镜": ("分镜头", "故事板"),
     },
 }
+
+# -- compositional clauses -------------------------------------------------------------------
+# Multi-step requests are also built clause by clause: the first step's clause, then a
+# connector and a follow-up clause per later step ("... , then add {mood} music"). Every
+# combination of clauses is a new sentence shape, which teaches the router that each
+# step is signalled by its own clause wherever it appears. The last clause of each pool
+# and the last connector are held out (used only by `split="heldout"` compositions).
+# fmt: off
+FIRST_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
+    T2I: {"en": ("generate an image of {subject}", "draw {subject}", "make a {style} picture of {subject}",
+                 "create an illustration of {subject}", "paint {subject} in {style} style"),
+          "zh": ("生成一张{subject}的图片", "画一张{subject}", "出一张{style}风格的{subject}图",
+                 "做一张{subject}的插画", "来一幅{style}的{subject}")},
+    EDIT: {"en": ("{edit} in this photo", "edit my picture: {edit}", "retouch this image ({edit})",
+                  "in the attached pic, {edit}"),
+           "zh": ("这张图{edit}", "先修图：{edit}", "帮我P图，{edit}", "把上传的照片{edit}")},
+    I2V: {"en": ("animate this photo", "turn this picture into a video", "make this image move",
+                 "bring my snapshot to life"),
+          "zh": ("把这张图做成视频", "让这张照片动起来", "这张图片转成视频", "用我传的图生成动画")},
+    PRODUCT: {"en": ("make a product shot of this {product}", "turn this into a listing photo on {bg}",
+                     "studio photo of my {product}", "shoot this {product} for my online store"),
+              "zh": ("给这个{product}拍产品图", "做一张{product}的电商主图", "商品精修，{bg}",
+                     "把这个{product}拍成网店商品照")},
+    BOARD: {"en": ("draw an anime storyboard for {story}", "make manga panels about {story}",
+                   "anime storyboard of {story}", "sketch anime frames telling {story}"),
+            "zh": ("画{story}的动漫分镜", "出一组{story}的分镜", "二次元分镜：{story}",
+                   "用日漫画风画{story}的分镜")},
+    T2V: {"en": ("make a video of {subject}", "generate a {dur} clip of {subject}", "create footage of {subject}",
+                 "film {subject} for me"),
+          "zh": ("生成一段{subject}的视频", "做个{dur}的{subject}视频", "来段{subject}的短片",
+                 "制作{subject}的影片")},
+    V2V: {"en": ("restyle this video: {vrestyle}", "take this clip and {vrestyle}", "edit my footage so you {vrestyle}",
+                 "the attached video: {vrestyle}"),
+          "zh": ("把这个视频{vrestyle}", "这段视频{vrestyle}", "视频风格转换：{vrestyle}", "我传的片子{vrestyle}")},
+    GRADE: {"en": ("color grade this clip {look}", "give my footage a {look} look", "grade this video: {look}",
+                   "apply {look} tones to the attached video"),
+            "zh": ("给这段视频调个{look}的色", "视频调色：{look}", "把这段素材调成{look}", "录像做{look}调色")},
+}
+THEN_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
+    I2V: {"en": ("animate it", "turn it into a video", "make it move", "bring it to life",
+                 "put the result in motion"),
+          "zh": ("做成视频", "让它动起来", "转成视频", "图生视频", "变成动画")},
+    GRADE: {"en": ("give it a {look} grade", "color grade it {look}", "apply a {look} film look",
+                   "finish with {look} colours"),
+            "zh": ("调成{look}", "做{look}调色", "加{look}色调", "色调改成{look}")},
+    MUSIC: {"en": ("add {mood} music", "put a {mood} soundtrack on it", "add background music",
+                   "score it with a {mood} track", "lay some {mood} music under it"),
+            "zh": ("配上{mood}的音乐", "加{mood}BGM", "配乐", "加背景音乐", "来一段{mood}配乐")},
+    SPEECH: {"en": ("add a voiceover saying '{line}'", "narrate it: {line}", "have {voice} read '{line}'",
+                    "add spoken narration: {line}"),
+             "zh": ("加旁白：{line}", "配音：{line}", "用{voice}解说：{line}", "配一段旁白，{line}")},
+    V2V: {"en": ("restyle it: {vrestyle}", "then {vrestyle}", "{vrestyle}", "transform it: {vrestyle}"),
+          "zh": ("再{vrestyle}", "然后{vrestyle}", "接着{vrestyle}", "风格改为{vrestyle}")},
+}
+CONNECTORS: dict[str, tuple[str, ...]] = {
+    "en": (", then ", " and then ", " and ", ", after that ", "; next, ", " -> "),
+    "zh": ("，然后", "，再", "，接着", "，之后", "并", "→"),
+}
+FILLERS: dict[str, tuple[str, ...]] = {
+    "en": ("for my instagram", "for a client pitch", "by tomorrow", "for our brand page",
+           "it's for a school project", "keep it tasteful"),
+    "zh": ("用于小红书", "给客户看", "明天要用", "发朋友圈用", "做活动用", "尽量高级一点"),
+}
+# fmt: on
