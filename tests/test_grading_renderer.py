@@ -74,3 +74,12 @@ def test_scenes_are_varied_and_valid():
     means = np.array([im.mean((0, 1)) for im in imgs])
     assert np.linalg.norm(means - means.mean(0), axis=1).min() > 0.01
     np.testing.assert_array_equal(make_scenes(3, 4), make_scenes(3, 4))
+
+
+def test_numpy_and_jax_backends_agree(src):
+    p = np.random.default_rng(2).uniform(-1.5, 1.5, (len(src), N_PARAMS))
+    np.testing.assert_allclose(
+        render(src, p, backend="numpy"), render(src, p, backend="jax"), atol=1e-5
+    )
+    with pytest.raises(ValueError, match="unknown render backend"):
+        render(src, p, backend="torch")
