@@ -31,7 +31,8 @@ def _model_value_and_grad(
     def f(p: Any) -> tuple[jax.Array, tuple[dict[str, jax.Array], Any]]:
         model = nnx.merge(graphdef, p, rest)
         loss, metrics = loss_fn(model, batch)
-        _, _, new_rest = nnx.split(model, wrt, ...)  # e.g. advanced RNG counters
+        parts: tuple[Any, ...] = nnx.split(model, wrt, ...)
+        new_rest = parts[2]  # e.g. advanced RNG counters
         return loss, (dict(metrics), new_rest)
 
     (loss, (metrics, new_rest)), grads = jax.value_and_grad(f, has_aux=True)(params)

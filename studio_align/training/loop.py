@@ -118,6 +118,10 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _slicer(a: np.ndarray) -> Callable[[Any], np.ndarray]:
+    return lambda idx: a[idx]
+
+
 def _place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.sharding.Mesh) -> dict:
     out = {}
     for name, arr in batch.items():
@@ -129,7 +133,7 @@ def _place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.shardi
         a = a.reshape(accum, batch_size // accum, *a.shape[1:])
         spec = PartitionSpec(None, BATCH_AXES, *([None] * (a.ndim - 2)))
         sharding = NamedSharding(mesh, spec)
-        out[name] = jax.make_array_from_callback(a.shape, sharding, lambda idx, a=a: a[idx])
+        out[name] = jax.make_array_from_callback(a.shape, sharding, _slicer(a))
     return out
 
 
@@ -168,7 +172,8 @@ def train_loop(
         )
     tx, schedule = make_optimizer(optim_cfg, steps)
 
-    graphdef, params, rest = nnx.split(model, wrt, ...)
+    parts: tuple[Any, ...] = nnx.split(model, wrt, ...)
+    graphdef, params, rest = parts
     if not jax.tree.leaves(params):
         raise ConfigError(f"{name}: the model has no trainable variables for filter {wrt!r}")
     p_shard = state_sharding(mesh, params, run_cfg.mesh)
