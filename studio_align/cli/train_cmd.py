@@ -80,6 +80,7 @@ def sft(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
             "checkpoint": str(res.checkpoint),
             "run_dir": str(res.run_dir),
             "steps": res.train.step,
+            "resumed_from": res.train.resumed_from,
             "seconds": round(res.train.seconds, 2),
             "train": res.metrics,
             "heldout": res.eval_metrics,
