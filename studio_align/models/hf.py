@@ -245,6 +245,40 @@ def extend_vocab(model: Transformer, vocab_size: int) -> Transformer:
     return model
 
 
+def describe_token(token: str) -> str:
+    """Plain words for a special token: `<step:wan.image_to_video>` -> `wan image to video`."""
+    words = token.strip("<>").split(":", 1)[-1]
+    return " ".join(words.replace(".", " ").replace("_", " ").replace("-", " ").split())
+
+
+def init_token_rows(model: Transformer, tokenizer: Any, ids: Sequence[int]) -> None:
+    """Start each new token's embedding at the mean embedding of its description's tokens.
+
+    The embedding is tied to the output head, so tokens sharing one initial row would get
+    identical logits forever when only LoRA adapters train; a row made from the token's
+    own words (`describe_token`) is distinct and already points near related text. The
+    mean is rescaled to the typical row norm (a mean of many rows is shorter, which would
+    handicap the new tokens' logits). Rows whose description encodes to nothing known
+    keep the mean embedding.
+    """
+    var = model.embed_tokens.embedding
+    emb = var.get_value()
+    known = min(int(i) for i in ids) if ids else int(emb.shape[0])
+    norm = jnp.mean(jnp.linalg.norm(emb[:known].astype(jnp.float32), axis=-1))
+    rows, values = [], []
+    for i in ids:
+        token = tokenizer.id_to_token(int(i)) or ""
+        words = tokenizer.encode(describe_token(token), allow_special=False)
+        parts = [j for j in words if j < known]
+        if parts:
+            v = jnp.mean(emb[jnp.asarray(parts)].astype(jnp.float32), axis=0)
+            rows.append(int(i))
+            values.append(v * norm / jnp.maximum(jnp.linalg.norm(v), 1e-6))
+    if rows:
+        new = emb.at[jnp.asarray(rows)].set(jnp.stack(values).astype(emb.dtype))
+        var.set_value(new)
+
+
 # -- saving -----------------------------------------------------------------------------------
 
 

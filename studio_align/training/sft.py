@@ -184,15 +184,21 @@ def routing_pairs(examples: Sequence[Mapping[str, Any]], tokenizer: Any) -> list
     return pairs
 
 
-def build_model(section: ModelSection, vocab_size: int, *, seed: int) -> nnx.Module:
-    """The model `[model]` describes: from a bundle, or a preset sized to `vocab_size`."""
+def build_model(
+    section: ModelSection, vocab_size: int, *, seed: int, tokenizer: Any | None = None
+) -> nnx.Module:
+    """The model `[model]` describes: from a HF base, a bundle, or a preset sized to `vocab_size`.
+
+    With `model.base`, `tokenizer` is the base tokenizer plus added tokens: their new
+    embedding rows start from their descriptions (`models.hf.init_token_rows`).
+    """
     from studio_align.models.config import LoraConfig, ModelConfig
     from studio_align.models.lora import add_lora
     from studio_align.models.transformer import Transformer
 
     lora = LoraConfig.model_validate(section.lora) if section.lora is not None else None
     if section.base is not None:
-        from studio_align.models.hf import extend_vocab, load_hf
+        from studio_align.models.hf import extend_vocab, init_token_rows, load_hf
 
         if section.init_from is not None or section.config:
             raise ConfigError("model.base: do not combine with model.init_from or model.config")
@@ -200,6 +206,11 @@ def build_model(section: ModelSection, vocab_size: int, *, seed: int) -> nnx.Mod
         if vocab_size < model.cfg.vocab_size:
             vocab_size = model.cfg.vocab_size  # the tokenizer may not use every embedding row
         extend_vocab(model, vocab_size)  # rows for tokens added to the base tokenizer
+        if tokenizer is not None and (section.base / "tokenizer.json").exists():
+            from studio_align.models.tokenizer import Tokenizer
+
+            added = range(Tokenizer.load(section.base).vocab_size, tokenizer.vocab_size)
+            init_token_rows(model, tokenizer, list(added))
         if lora is not None:
             add_lora(model, lora, rngs=nnx.Rngs(seed))
         return model
@@ -293,7 +304,7 @@ def train_sft(
         if held_pairs
         else None
     )
-    model = build_model(cfg.model, tokenizer.vocab_size, seed=cfg.train.seed)
+    model = build_model(cfg.model, tokenizer.vocab_size, seed=cfg.train.seed, tokenizer=tokenizer)
     wrt = nnx.LoRAParam if model.cfg.lora is not None and cfg.model.lora is not None else nnx.Param
 
     run_dir = Path(cfg.run_dir)
