@@ -176,7 +176,7 @@ def routing_pairs(examples: Sequence[Mapping[str, Any]], tokenizer: Any) -> list
     """(prompt ids, plan ids) for labelled routing examples `{"request": ..., "plan": [...]}`."""
     from studio_align.intents.format import encode_plan, encode_prompt
 
-    pairs = []
+    pairs: list[Pair] = []
     for i, ex in enumerate(examples):
         if "request" not in ex or "plan" not in ex:
             raise DataError(f"routing example {i}: needs 'request' and 'plan'")
@@ -297,6 +297,8 @@ def train_sft(
     held_pairs = routing_pairs(heldout, tokenizer) if heldout else []
     max_len = cfg.data.max_len or padded_length(train_pairs + held_pairs)
     pad_id = tokenizer.pad_id
+    if pad_id is None:
+        raise DataError("the tokenizer has no <pad> token; SFT batches need one")
     arrays = encode_pairs(train_pairs, max_len, pad_id)
     batches = ArrayBatches(arrays, cfg.train.batch_size, seed=cfg.train.seed)
     eval_fn = (
