@@ -226,3 +226,21 @@ def test_metrics_reach_plugins_and_progress_bar(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "sft" in text and "10/10" in text and "step/s" in text and "loss=1.5" in text
     assert Progress(10, stream=io.StringIO()).enabled is False  # not a TTY: silent
+
+
+def test_epochs_and_step_indexed_batches() -> None:
+    from studio_align.training.loop import TrainConfig
+
+    src = ArrayBatches({"i": np.arange(10)}, 4, seed=3)
+    assert src.steps_per_epoch == 2
+    assert TrainConfig(epochs=1.5).total_steps(src.steps_per_epoch) == 3
+    assert TrainConfig(steps=7, epochs=1.5).total_steps(2) == 7
+    with pytest.raises(ConfigError, match=r"train\.steps"):
+        TrainConfig().total_steps(2)
+    # a batch depends only on (seed, step): the basis of exact resume
+    again = ArrayBatches({"i": np.arange(10)}, 4, seed=3)
+    for step in (0, 1, 5, 2):
+        np.testing.assert_array_equal(src(step)["i"], again(step)["i"])
+    epoch0 = np.concatenate([src(0)["i"], src(1)["i"]])
+    assert len(set(epoch0.tolist())) == 8  # no repeats within an epoch
+    assert not np.array_equal(src(0)["i"], src(2)["i"])  # reshuffled next epoch
