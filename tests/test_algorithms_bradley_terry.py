@@ -44,5 +44,5 @@ def test_running_normalizer_matches_full_statistics() -> None:
     out, s = norm.update(s, jnp.asarray(b))
     full = np.concatenate([a, b])
     assert float(s.mean) == pytest.approx(full.mean(), rel=1e-5)
-    assert float(s.m2 / s.count) == pytest.approx(full.var(), rel=1e-5)
+    assert float(s.m2 / s.n) == pytest.approx(full.var(), rel=1e-5)
     np.testing.assert_allclose(out, (b - full.mean()) / full.std(), rtol=1e-4)

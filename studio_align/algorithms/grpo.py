@@ -237,7 +237,7 @@ def grpo_loss(
 # --- reward shaping ------------------------------------------------------------------------
 
 
-def overlong_penalty(lengths: Array, *, max_tokens: int, buffer: int) -> Array:
+def overlong_penalty(lengths: jax.typing.ArrayLike, *, max_tokens: int, buffer: int) -> Array:
     """DAPO's soft overlong punishment, counted in tokens, in [-1, 0].
 
     0 up to `max_tokens - buffer`, then falling linearly to -1 at `max_tokens`, and -1

@@ -18,7 +18,7 @@ Array = jax.Array
 
 
 class NormState(NamedTuple):
-    count: Array
+    n: Array
     mean: Array
     m2: Array
 
@@ -40,10 +40,10 @@ def running_normalizer(*, eps: float = 1e-6, center: bool = True) -> RewardNorma
         n_b = jnp.asarray(x.shape[0], jnp.float32)
         mean_b = jnp.mean(x)
         m2_b = jnp.sum((x - mean_b) ** 2)
-        n = state.count + n_b
+        n = state.n + n_b
         delta = mean_b - state.mean
         mean = state.mean + delta * n_b / n
-        m2 = state.m2 + m2_b + delta**2 * state.count * n_b / n
+        m2 = state.m2 + m2_b + delta**2 * state.n * n_b / n
         new = NormState(n, mean, m2)
         std = jnp.sqrt(m2 / n)
         out = (x - mean) / (std + eps) if center else x / (std + eps)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
@@ -54,10 +54,10 @@ class DPOConfig(Strict):
     """`[dpo]`: the preference objective."""
 
     loss_type: DPOLossType = "sigmoid"
-    beta: float = Field(0.1, gt=0)  # DPO beta / IPO tau / SimPO beta / ORPO lambda
-    label_smoothing: float = Field(0.0, ge=0, lt=0.5)  # cDPO / robust DPO noise rate
+    beta: float = Field(default=0.1, gt=0)  # DPO beta / IPO tau / SimPO beta / ORPO lambda
+    label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)  # cDPO / robust DPO noise rate
     simpo_gamma: float = 0.5  # SimPO target margin
-    ref_batch_size: int = Field(32, ge=1)  # rows per reference forward pass
+    ref_batch_size: int = Field(default=32, ge=1)  # rows per reference forward pass
     cache_dir: Path | None = None  # default: RUN_DIR/ref_cache
 
 
@@ -74,7 +74,7 @@ def pair_logps(model: nnx.Module, batch: Mapping[str, jax.Array]) -> dict[str, j
     tokens = jnp.concatenate([batch["chosen_tokens"], batch["rejected_tokens"]])
     attn = jnp.concatenate([batch["chosen_attn"], batch["rejected_attn"]])
     loss_mask = jnp.concatenate([batch["chosen_loss"], batch["rejected_loss"]])[:, 1:]
-    lp = token_logps(model, tokens, attn)
+    lp = token_logps(cast(Any, model), tokens, attn)
     m = loss_mask.astype(lp.dtype)
     sums, counts = jnp.sum(lp * m, axis=1), jnp.sum(m, axis=1)
     return {
@@ -208,9 +208,9 @@ def evaluate_pairs(
 class DPORunConfig(TrainRunConfig):
     """The run config of `studio-align train dpo` (router preference tuning)."""
 
-    model: PolicySection = PolicySection()
-    data: RecordsSection = RecordsSection()
-    dpo: DPOConfig = DPOConfig()
+    model: PolicySection = Field(default_factory=PolicySection)
+    data: RecordsSection = Field(default_factory=RecordsSection)
+    dpo: DPOConfig = Field(default_factory=DPOConfig)
 
 
 @dataclass

@@ -55,27 +55,27 @@ RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
 class GRPOConfig(Strict):
     """`[grpo]`: the algorithm and its rollouts."""
 
-    steps: int = Field(100, ge=1)
-    prompts_per_step: int = Field(8, ge=1)
-    group_size: int = Field(8, ge=2)
-    mu: int = Field(1, ge=1)  # optimisation passes per rollout
-    minibatches: int = Field(1, ge=1)  # optimizer updates per pass
+    steps: int = Field(default=100, ge=1)
+    prompts_per_step: int = Field(default=8, ge=1)
+    group_size: int = Field(default=8, ge=2)
+    mu: int = Field(default=1, ge=1)  # optimisation passes per rollout
+    minibatches: int = Field(default=1, ge=1)  # optimizer updates per pass
     estimator: Literal["grpo", "dr_grpo", "rloo"] = "grpo"
-    epsilon: float = Field(0.2, gt=0)
-    epsilon_high: float | None = Field(0.28, gt=0)  # DAPO clip-higher; None = epsilon
-    beta: float = Field(0.0, ge=0)  # KL penalty to the reference
+    epsilon: float = Field(default=0.2, gt=0)
+    epsilon_high: float | None = Field(default=0.28, gt=0)  # DAPO clip-higher; None = epsilon
+    beta: float = Field(default=0.0, ge=0)  # KL penalty to the reference
     kl: Literal["k1", "k2", "k3"] = "k3"
     aggregation: Literal["token-mean", "sequence-mean-token-mean", "sequence-mean-token-scale"] = (
         "token-mean"
     )
     importance: Literal["token", "sequence"] = "token"  # "sequence" = GSPO
     dynamic_sampling: bool = True
-    max_resample: int = Field(4, ge=0)  # extra rollouts per step to refill dropped groups
-    overlong_buffer: int = Field(0, ge=0)  # tokens; 0 = only truncation is punished
-    overlong_penalty: float = Field(0.0, ge=0)  # weight of the overlong penalty (0 = off)
+    max_resample: int = Field(default=4, ge=0)  # extra rollouts per step to refill dropped groups
+    overlong_buffer: int = Field(default=0, ge=0)  # tokens; 0 = only truncation is punished
+    overlong_penalty: float = Field(default=0.0, ge=0)  # weight of the overlong penalty (0 = off)
     max_tokens: int | None = None  # length limit for the penalty (default: the policy's)
     seed: int = 0
-    log_every: int = Field(1, ge=1)
+    log_every: int = Field(default=1, ge=1)
 
 
 def plugin_reward_fn(
@@ -148,7 +148,10 @@ class GRPOTrainer:
         self.logger = MetricsLogger(run_dir, "grpo", fire_hook=fire_hook) if run_dir else None
         updates = cfg.steps * cfg.mu * cfg.minibatches
         self.tx, self.schedule = make_optimizer(optim, updates)
-        self.graphdef, self.params, self.rest = nnx.split(model, wrt, ...)
+        graphdef, params, rest = nnx.split(model, wrt, ...)  # type: ignore[misc]
+        self.graphdef: Any = graphdef
+        self.params: Any = params
+        self.rest: Any = rest
         self.opt_state = self.tx.init(self.params)
         self.wrt = wrt
         self.compiles = 0
@@ -163,7 +166,7 @@ class GRPOTrainer:
 
     def _make_update(self) -> Callable:
         cfg, policy = self.cfg, self.policy
-        options = dict(
+        options: dict[str, Any] = dict(
             epsilon=cfg.epsilon,
             epsilon_high=cfg.epsilon_high,
             beta=cfg.beta,
@@ -172,7 +175,7 @@ class GRPOTrainer:
             importance=cfg.importance,
         )
 
-        def loss_fn(model: nnx.Module, batch: Mapping[str, jax.Array]) -> tuple:
+        def loss_fn(model: nnx.Module, batch: Mapping[str, Any]) -> tuple:
             logps, mask, entropy = policy.logps(model, batch["policy"])
             loss, metrics = grpo_loss(
                 logps, batch["old_logps"], batch.get("ref_logps"), batch["advantages"], mask,
@@ -199,7 +202,7 @@ class GRPOTrainer:
     # -- rollouts ----------------------------------------------------------------------------
 
     def _next_prompts(self, n: int) -> list[Any]:
-        out = []
+        out: list[Any] = []
         while len(out) < n:
             if not self._queue:
                 self._queue = list(self._order.permutation(len(self.prompts)))
@@ -237,7 +240,10 @@ class GRPOTrainer:
         metrics = {**metrics, "zero_std_fraction": float(flat.mean()), "rollouts": 1.0}
         if not cfg.dynamic_sampling:
             return rollout, rewards, metrics
-        keep_r, keep_w, spare_r, spare_w = [], [], [], []
+        keep_r: list[Rollout] = []
+        spare_r: list[Rollout] = []
+        keep_w: list[np.ndarray] = []
+        spare_w: list[np.ndarray] = []
 
         def split(r: Rollout, w: np.ndarray) -> None:
             gw = w.reshape(-1, g)
@@ -281,9 +287,9 @@ class GRPOTrainer:
                 f"{n} samples per step do not split into {cfg.minibatches} minibatches"
             )
         size = n // cfg.minibatches
-        perm = self._mb_rng.permutation(n)
         window = []
         for _ in range(cfg.mu):
+            perm = self._mb_rng.permutation(n)  # fresh minibatches each pass
             for k in range(cfg.minibatches):
                 rows = jnp.asarray(perm[k * size : (k + 1) * size])
                 mb = jax.tree.map(lambda x, rows=rows: x[rows], arrays)
@@ -324,19 +330,23 @@ class GRPOTrainer:
 class SamplingSection(Strict):
     """`[sampling]`: how rollouts are drawn (temperature 1 keeps rollouts on-policy)."""
 
-    temperature: float = Field(1.0, gt=0)
-    max_new_tokens: int | None = Field(None, ge=1)  # default: the router's max_steps + 1
+    temperature: float = Field(default=1.0, gt=0)
+    max_new_tokens: int | None = Field(default=None, ge=1)  # default: the router's max_steps + 1
 
 
 class GRPORunConfig(Strict):
     """The run config of `studio-align train grpo` (router tuning with plugin rewards)."""
 
     run_dir: Path = Path("runs/grpo")
-    model: PolicySection = PolicySection()
-    data: RecordsSection = RecordsSection()
-    grpo: GRPOConfig = GRPOConfig()
-    optim: OptimConfig = OptimConfig(learning_rate=1e-5, decay="constant")
-    sampling: SamplingSection = SamplingSection()
+    model: PolicySection = Field(default_factory=PolicySection)
+    data: RecordsSection = Field(default_factory=RecordsSection)
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
+    optim: OptimConfig = Field(
+        default_factory=lambda: OptimConfig.model_validate(
+            {"learning_rate": 1e-5, "decay": "constant"}
+        )
+    )
+    sampling: SamplingSection = Field(default_factory=SamplingSection)
     # plugin reward name -> weight; every reward named here must be registered
     rewards: dict[str, float] = Field(
         default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}

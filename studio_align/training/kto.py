@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -44,10 +45,10 @@ from studio_align.training.router_tuning import (
 class KTOConfig(Strict):
     """`[kto]`: the KTO objective."""
 
-    beta: float = Field(0.1, gt=0)
-    desirable_weight: float | None = Field(None, gt=0)  # None: balanced from the data
-    undesirable_weight: float = Field(1.0, gt=0)
-    ref_batch_size: int = Field(32, ge=1)
+    beta: float = Field(default=0.1, gt=0)
+    desirable_weight: float | None = Field(default=None, gt=0)  # None: balanced from the data
+    undesirable_weight: float = Field(default=1.0, gt=0)
+    ref_batch_size: int = Field(default=32, ge=1)
     cache_dir: Path | None = None  # default: RUN_DIR/ref_cache
 
 
@@ -69,7 +70,7 @@ def sample_logps(model: nnx.Module, batch: Mapping[str, jax.Array]) -> tuple[jax
     tokens = jnp.concatenate([batch["tokens"], batch["kl_tokens"]])
     attn = jnp.concatenate([batch["attn"], batch["kl_attn"]])
     mask = jnp.concatenate([batch["loss"], batch["kl_loss"]])[:, 1:]
-    lp = token_logps(model, tokens, attn)
+    lp = token_logps(cast(Any, model), tokens, attn)
     sums = jnp.sum(lp * mask.astype(lp.dtype), axis=1)
     return sums[:b], sums[b:]
 
@@ -161,9 +162,9 @@ def evaluate_samples(
 class KTORunConfig(TrainRunConfig):
     """The run config of `studio-align train kto` (router tuning on unpaired outcomes)."""
 
-    model: PolicySection = PolicySection()
-    data: RecordsSection = RecordsSection()
-    kto: KTOConfig = KTOConfig()
+    model: PolicySection = Field(default_factory=PolicySection)
+    data: RecordsSection = Field(default_factory=RecordsSection)
+    kto: KTOConfig = Field(default_factory=KTOConfig)
 
 
 @dataclass

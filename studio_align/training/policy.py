@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import jax
 import jax.numpy as jnp
@@ -154,7 +154,7 @@ class LMPolicy:
         constraint = self.constraint_for(rows) if self.constraint_for is not None else None
         if self._sampler is None:
             self._sampler = Sampler(
-                model, eos_id=self.eos_id, pad_id=self.pad_id, **self.sampler_options
+                cast(Any, model), eos_id=self.eos_id, pad_id=self.pad_id, **self.sampler_options
             )
         sampler = self._sampler
         sampler.model = model  # the sampler reads the weights of `model` on every call

@@ -110,7 +110,7 @@ def route_pairs(records: Iterable[Any], tok: Any) -> tuple[list, list, list]:
 
     prompts, chosen, rejected = [], [], []
     for r in records:
-        get = r.get if isinstance(r, Mapping) else lambda k, r=r: getattr(r, k)
+        get: Any = r.get if isinstance(r, Mapping) else lambda k, r=r: getattr(r, k)
         prompts.append(encode_prompt(tok, get("request")))
         chosen.append(encode_plan(tok, get("chosen")))
         rejected.append(encode_plan(tok, get("rejected")))
@@ -123,7 +123,7 @@ def route_samples(records: Iterable[Any], tok: Any) -> tuple[list, list, list]:
 
     prompts, completions, desirable = [], [], []
     for r in records:
-        get = r.get if isinstance(r, Mapping) else lambda k, r=r: getattr(r, k)
+        get: Any = r.get if isinstance(r, Mapping) else lambda k, r=r: getattr(r, k)
         if get("kind") != "route":
             continue
         prompts.append(encode_prompt(tok, get("request")))

@@ -94,7 +94,8 @@ def cached_arrays(
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz.tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, __key__=np.asarray(key), **arrays)
+            payload: dict[str, Any] = {"__key__": np.asarray(key), **arrays}
+            np.savez(f, **payload)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -103,7 +104,7 @@ def cached_arrays(
 
 
 def batched_apply(
-    fn: Callable[[Mapping[str, jax.Array]], Mapping[str, jax.Array]],
+    fn: Callable[[Any], Mapping[str, Any]],
     arrays: Mapping[str, np.ndarray],
     *,
     batch_size: int,

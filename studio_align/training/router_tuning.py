@@ -36,14 +36,14 @@ class RecordsSection(Strict):
     dir: Path | None = None  # output of `studio-align data compile`
     train: Path | None = None
     heldout: Path | None = None
-    max_len: int | None = Field(None, ge=4)  # packed length; None: longest, rounded up to 8
-    eval_batch_size: int = Field(64, ge=1)
+    max_len: int | None = Field(default=None, ge=4)  # packed length; None: longest, rounded up to 8
+    eval_batch_size: int = Field(default=64, ge=1)
 
 
 @dataclass
 class StartingPoint:
-    model: nnx.Module
-    reference: nnx.Module
+    model: Any  # an nnx.Module with the engine call contract (Transformer)
+    reference: Any
     tokenizer: Any
     catalog: Any
     max_steps: int
@@ -60,7 +60,7 @@ def load_starting_point(section: PolicySection, *, seed: int = 0) -> StartingPoi
             "model.init_from: set the router checkpoint to tune (e.g. an SFT run's model/)"
         )
     meta = load_router_meta(section.init_from)
-    policy = load_model_bundle(section.init_from)
+    policy: Any = load_model_bundle(section.init_from)
     reference = load_model_bundle(section.reference or section.init_from).model
     if policy.tokenizer is None:
         raise ConfigError(f"model.init_from: {section.init_from} has no tokenizer.json")
