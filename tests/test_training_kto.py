@@ -86,4 +86,5 @@ def test_kto_toy_run_separates_heldout(tmp_path) -> None:
     print("held-out KTO accuracy", before["accuracy"], "->", after["accuracy"], after)
     assert after["logratio/gap"] > 1.0 > before["logratio/gap"]
     assert after["accuracy"] >= 0.9
+    assert after["auc"] >= 0.95
     assert np.isfinite(result.metrics["loss"]) and "kl" in result.metrics

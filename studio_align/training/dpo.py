@@ -197,7 +197,8 @@ def evaluate_pairs(
     res = {"accuracy": float(np.mean(s["c"] > s["r"])), "pairs": float(len(s["c"]))}
     if ref is not None:
         margin = (s["c"] - ref["ref_chosen_logps"]) - (s["r"] - ref["ref_rejected_logps"])
-        res["reward_accuracy"] = float(np.mean(margin > 0))
+        tie = np.abs(margin) <= 1e-6  # policy == reference: float noise, not a preference
+        res["reward_accuracy"] = float(np.mean((margin > 0) & ~tie) + 0.5 * np.mean(tie))
         res["reward_margin"] = float(np.mean(margin))
     return res
 

@@ -131,9 +131,10 @@ def evaluate_samples(
     *,
     batch_size: int = 32,
 ) -> dict[str, float]:
-    """Held-out figures: mean implicit reward (log-ratio) of desirable and undesirable
-    samples, their gap, and `accuracy` = fraction classified by the sign of the log-ratio
-    relative to the batch's KL estimate."""
+    """Held-out figures: mean log-ratio (implicit reward / beta) of desirable and
+    undesirable samples and their gap; `auc`, the fraction of (desirable, undesirable)
+    pairs whose log-ratios are ordered correctly (ties count half; 0.5 = no signal); and
+    `accuracy`, the fraction on the right side of the KL reference point z0."""
     graphdef, state = nnx.split(model)
     fields = {k: samples[k] for k in FIELDS}
 
@@ -153,6 +154,9 @@ def evaluate_samples(
         "logratio/undesirable": float(ratio[~good].mean()) if (~good).any() else 0.0,
     }
     out["logratio/gap"] = out["logratio/desirable"] - out["logratio/undesirable"]
+    if good.any() and (~good).any():
+        diff = ratio[good][:, None] - ratio[~good][None, :]
+        out["auc"] = float(np.mean((diff > 0) + 0.5 * (diff == 0)))
     return out
 
 
