@@ -297,3 +297,53 @@ def test_single_device_arrays_are_committed(hf_dir: Path) -> None:
     h = load_hf(hf_dir, tokenizer=False)
     v = h.model.norm.scale.get_value()
     assert isinstance(v, jax.Array) and v.devices() == {jax.devices()[0]}
+
+
+def test_multimodal_gemma3_checkpoint_loads_its_language_model(
+    hf_dir: Path, tmp_path: Path
+) -> None:
+    """model_type gemma3: text_config nested, weights under model.language_model., vision skipped."""
+    d = _copy(hf_dir, tmp_path / "mm")
+    text = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(
+        json.dumps({"model_type": "gemma3", "text_config": text, "vision_config": {}})
+    )
+
+    def rename(t: dict) -> None:  # type: ignore[type-arg]
+        for k in list(t):
+            t["model.language_model." + k.removeprefix("model.")] = t.pop(k)
+        t["model.vision_tower.patch_embedding.weight"] = np.zeros((4, 4), np.float32)
+
+    _rewrite_weights(d, rename)
+    np.testing.assert_array_equal(_logits(load_hf(d).model), _logits(load_hf(hf_dir).model))
+
+
+def test_cli_inspect_and_export(hf_dir: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from studio_align.cli import main
+    from studio_align.training.bundle import save_model_bundle
+
+    r = CliRunner().invoke(main, ["model", "inspect-hf", str(hf_dir), "--json"])
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    assert info["layers"] == 3 and info["local_layers"] == 2 and info["sliding_window"] == 4
+
+    h = load_hf(hf_dir, lora=LoraConfig(rank=2, targets=("v_proj",)))
+    lora_b = h.model.layers[0].self_attn.v_proj.lora_b
+    lora_b.set_value(jnp.full(lora_b.get_value().shape, 0.1, jnp.float32))
+    save_model_bundle(tmp_path / "bundle", h.model, h.tokenizer)
+    (tmp_path / "bundle" / "router.json").write_text("{}")
+    out = tmp_path / "exported"
+    r = CliRunner().invoke(
+        main,
+        ["model", "export-hf", "--checkpoint", str(tmp_path / "bundle"), "--out", str(out),
+         "--base", str(hf_dir), "--json"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert {"config.json", "model.safetensors", "tokenizer.json", "router.json"} <= set(
+        json.loads(r.output)["files"]
+    )
+    np.testing.assert_allclose(_logits(load_hf(out).model), _logits(h.model), atol=1e-5)
+    bad = CliRunner().invoke(main, ["model", "inspect-hf", str(tmp_path)])
+    assert bad.exit_code == 2 and "config.json" in bad.output

@@ -46,6 +46,7 @@ COMMAND_MODULES: list[str] = [
     "serve_cmd",
     "autotune_cmd",
     "quickstart_cmd",
+    "model_cmd",
 ]
 
 

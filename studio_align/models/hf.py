@@ -350,3 +350,35 @@ def _write_tokenizer_config(d: Path, tokenizer: Any, source: str | Path | None) 
         if tok is not None and tokenizer.token_to_id(tok) is not None:
             cfg[f"{role}_token"] = tok
     (d / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+
+
+def export_hf(
+    checkpoint: str | Path,
+    out: str | Path,
+    *,
+    source: str | Path | None = None,
+    dtype: str | None = None,
+) -> Path:
+    """Write a model bundle (e.g. a router checkpoint) as a Hugging Face directory.
+
+    LoRA is merged; `router.json` is copied when present, so the exported directory
+    still carries the catalog and plan-grammar settings next to the weights.
+    """
+    from studio_align.training.bundle import load_model_bundle
+
+    bundle = load_model_bundle(checkpoint)
+    if not isinstance(bundle.model, Transformer):
+        raise ModelLoadError(f"{checkpoint}: holds a {type(bundle.model).__name__}, not a decoder")
+    base_config = read_hf_config(source) if source is not None else None
+    d = save_hf(
+        bundle.model,
+        out,
+        tokenizer=bundle.tokenizer,
+        base_config=base_config,
+        source=source,
+        dtype=dtype,
+    )
+    router = Path(checkpoint) / "router.json"
+    if router.exists():
+        shutil.copyfile(router, d / "router.json")
+    return d
