@@ -80,3 +80,25 @@ def test_grading_demo_meets_its_targets(tmp_path):
     assert g["win_rate_grpo_vs_untuned"] >= 0.8 and g["win_rate_grpo_vs_identity"] >= 0.8
     assert (tmp_path / "grading_grid.png").is_file()
     assert (tmp_path / "grading_report.json").is_file()
+
+
+def test_tune_with_the_builtin_rewards_through_the_host():
+    pytest.importorskip("open_clip")
+    from studio_align.plugins import PluginHost
+    from studio_align.reward_models.clip import TINY_CONFIG
+
+    host = PluginHost.default(entry_points=False, env={})
+    clip = host.encoders["clip"].factory(
+        model="studio-tiny-clip", model_config=TINY_CONFIG, random_init=True
+    )
+    src = make_scenes(4, 6, (16, 16))
+    pol = GradingPolicy(rngs=nnx.Rngs(0))
+    cfg = GradingTuneConfig(
+        steps=2, batch_sources=3, group_size=4, weights={"clip_critic": 1.0, "identity": 0.5}
+    )
+    hist = tune_grading(
+        pol, nnx.clone(pol), src, ["warm film"] * 6, cfg,
+        rewards=host.rewards, context={"clip_encoder": clip},
+    )  # fmt: skip
+    assert {"reward/clip_critic/mean", "reward/identity/mean"} <= set(hist[-1])
+    assert 0.0 < hist[-1]["reward/identity/mean"] <= 1.0

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -146,7 +147,7 @@ def write_creator_logs(
                 rel = f"img/{creator.name}/sel{i:05d}_{j}.png"
                 _save(imgs[j], out / rel)
                 cands.append({"id": f"c{j}", "image": rel})
-            ev = {
+            ev: dict[str, Any] = {
                 "type": "selection",
                 "id": f"e{k}",
                 "ts": (t0 + timedelta(minutes=k)).isoformat().replace("+00:00", "Z"),

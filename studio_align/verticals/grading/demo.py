@@ -97,14 +97,20 @@ def run_grading_demo(out_dir: str | Path, *, seed: int = 0, quick: bool = True) 
     timings["logs"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    rm_cfg = RewardTrainConfig(
-        logs=[str(log)],
-        out=str(out / "reward_model"),
-        seed=seed,
-        encoder={"name": "color-stats", "options": {"size": SIZE}, "cache_dir": str(out / "cache")},
-        head={"hidden": 32, "per_creator": True},
-        train={"steps": 300, "weight_decay": 1e-2},
-        gate={"min_heldout_accuracy": 0.6},
+    rm_cfg = RewardTrainConfig.model_validate(
+        {
+            "logs": [str(log)],
+            "out": str(out / "reward_model"),
+            "seed": seed,
+            "encoder": {
+                "name": "color-stats",
+                "options": {"size": SIZE},
+                "cache_dir": str(out / "cache"),
+            },
+            "head": {"hidden": 32, "per_creator": True},
+            "train": {"steps": 300, "weight_decay": 1e-2},
+            "gate": {"min_heldout_accuracy": 0.6},
+        }
     )
     rm = train_reward(rm_cfg)
     timings["reward_model"] = time.perf_counter() - t
@@ -138,7 +144,7 @@ def run_grading_demo(out_dir: str | Path, *, seed: int = 0, quick: bool = True) 
     train_src = _scenes(seed + 1, 256, SIZE)
     rng = np.random.default_rng(seed + 1)
     train_req = [STYLE_REQUESTS[int(i)] for i in rng.integers(len(STYLE_REQUESTS), size=256)]
-    tune_cfg = GradingTuneConfig(steps=steps, seed=seed)
+    tune_cfg = GradingTuneConfig.model_validate({"steps": steps, "seed": seed})
     history = tune_grading(
         tuned,
         bc,

@@ -70,7 +70,9 @@ class GradingTuneConfig(Strict):
         )
 
     def optim(self) -> OptimConfig:
-        return OptimConfig(name="adam", learning_rate=self.learning_rate, decay="constant")
+        return OptimConfig.model_validate(
+            {"name": "adam", "learning_rate": self.learning_rate, "decay": "constant"}
+        )
 
 
 class GradingRolloutPolicy:
@@ -82,7 +84,7 @@ class GradingRolloutPolicy:
         self.req = request_features(list(requests), request_dim)
 
     def sample(
-        self, model: GradingPolicy, prompts: Sequence[Any], group_size: int, rng: jax.Array
+        self, model: Any, prompts: Sequence[Any], group_size: int, rng: jax.Array
     ) -> Rollout:
         idx = np.asarray(prompts, np.int64)
         actions, logps = _sample(
@@ -102,7 +104,7 @@ class GradingRolloutPolicy:
         )
 
     def logps(
-        self, model: GradingPolicy, batch: Mapping[str, jax.Array]
+        self, model: Any, batch: Mapping[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         lp = model.log_probs(batch["feats"], batch["req"], batch["actions"])
         _, log_std = model(batch["feats"], batch["req"])
