@@ -59,7 +59,7 @@ def _lora_sft(model: Any, args: argparse.Namespace) -> dict[str, float]:
         "loss_mask": jnp.asarray(loss_mask),
     }
     tx, _ = make_optimizer(OptimConfig(learning_rate=1e-4), 1000)
-    graphdef, params, rest = nnx.split(model, nnx.LoRAParam, ...)
+    graphdef, params, rest = nnx.split(model, nnx.LoRAParam, ...)  # type: ignore[misc]
     opt_state = tx.init(params)
 
     def step(params: Any, rest: Any, opt_state: Any, batch: Any) -> tuple:

@@ -227,6 +227,7 @@ def test_router_tokens_extend_vocab(hf_dir: Path) -> None:
 
     h = load_hf(hf_dir)
     tok = h.tokenizer
+    assert tok is not None
     n0 = tok.vocab_size
     before = _logits(h.model)
     ids = add_special_tokens(tok, special_tokens(default_catalog()))
@@ -331,6 +332,7 @@ def test_cli_inspect_and_export(hf_dir: Path, tmp_path: Path) -> None:
 
     h = load_hf(hf_dir, lora=LoraConfig(rank=2, targets=("v_proj",)))
     lora_b = h.model.layers[0].self_attn.v_proj.lora_b
+    assert lora_b is not None
     lora_b.set_value(jnp.full(lora_b.get_value().shape, 0.1, jnp.float32))
     save_model_bundle(tmp_path / "bundle", h.model, h.tokenizer)
     (tmp_path / "bundle" / "router.json").write_text("{}")

@@ -35,7 +35,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -189,7 +189,9 @@ def _read(
     """The parameter as a (possibly sharded) array; each shard read from its slice only."""
     src = weights[name]
 
-    def shard(index: tuple[slice, ...]) -> np.ndarray:
+    def shard(index: tuple[slice, ...] | None) -> np.ndarray:
+        if index is None:
+            index = tuple(slice(None) for _ in shape)
         if transpose:
             return np.ascontiguousarray(np.asarray(src[index[::-1]]).T.astype(dtype))
         return np.asarray(src[index]).astype(dtype)
@@ -302,7 +304,7 @@ def save_hf(
 
     cfg: ModelConfig = model.cfg
     if cfg.lora is not None:
-        model = merge_lora(model)
+        model = cast(Transformer, merge_lora(model))
         cfg = model.cfg
     out_dtype = np.dtype(jnp.dtype(dtype or cfg.param_dtype))
     torch_dtype = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}[
