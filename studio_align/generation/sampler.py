@@ -204,6 +204,34 @@ def filter_logits(
     return jnp.where(logits >= thresh, logits, -jnp.inf)
 
 
+def sample_categorical(key: jax.Array, logits: jax.Array, block: int = 64) -> jax.Array:
+    """One draw per row from softmax(logits) by two-level inverse-CDF sampling.
+
+    Equivalent in distribution to `jax.random.categorical`, which draws a Gumbel number
+    for every vocabulary entry (B*V random numbers per step: the dominant decode cost on
+    CPU at batch 64). Here one uniform per row picks a block of `block` tokens by the
+    cumulative block masses, then a token inside it: O(V) arithmetic, B random numbers.
+    """
+    b, v = logits.shape
+    nb = -(-v // block)
+    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+    probs = jnp.pad(probs, ((0, 0), (0, nb * block - v))).reshape(b, nb, block)
+    mass = probs.sum(-1)  # [B, nb]
+    cum = jnp.cumsum(mass, axis=-1)
+    u = jax.random.uniform(key, (b,), jnp.float32) * cum[:, -1]
+    bi = jnp.minimum(jnp.sum(cum <= u[:, None], axis=-1), nb - 1)
+    inner = jnp.take_along_axis(probs, bi[:, None, None], axis=1)[:, 0]  # [B, block]
+    u2 = u - (
+        jnp.take_along_axis(cum, bi[:, None], -1)[:, 0]
+        - jnp.take_along_axis(mass, bi[:, None], -1)[:, 0]
+    )
+    ci = jnp.minimum(jnp.sum(jnp.cumsum(inner, axis=-1) <= u2[:, None], axis=-1), block - 1)
+    tok = bi * block + ci
+    # Float rounding at a block edge could land on a zero-mass slot: fall back to the mode.
+    ok = jnp.take_along_axis(inner, ci[:, None], -1)[:, 0] > 0
+    return jnp.where(ok, tok, jnp.argmax(logits, axis=-1)).astype(jnp.int32)
+
+
 @partial(
     jax.jit,
     static_argnames=("graphdef", "eos_ids", "pad_id", "left_padded", "mode"),
@@ -257,7 +285,7 @@ def _generate(
             tok = jnp.argmax(masked, axis=-1)
         else:
             scaled = filter_logits(masked / temperature, top_k, top_p, use_k=use_k, use_p=use_p)
-            tok = jax.random.categorical(key, scaled, axis=-1)
+            tok = sample_categorical(key, scaled)
         tok = jnp.where(any_ok, tok, eos[0]).astype(jnp.int32)
         logp = jnp.where(any_ok, jnp.take_along_axis(logp_all, tok[:, None], -1)[:, 0], 0.0)
         return tok, logp

@@ -84,7 +84,11 @@ class Embedder(nnx.Module):
 
     def decode(self, x: jax.Array) -> jax.Array:
         emb = self.embedding[...].astype(self.dtype)
-        return jnp.einsum("btd,vd->btv", x, emb, preferred_element_type=jnp.float32)
+        x2 = x.reshape(-1, x.shape[-1])  # 2-D GEMM: fast forward and backward on XLA:CPU
+        out = jax.lax.dot_general(
+            x2, emb, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
+        )
+        return out.reshape(*x.shape[:-1], emb.shape[0])
 
 
 def rope_tables(positions: jax.Array, head_dim: int, base: float, scale: float = 1.0):
@@ -145,14 +149,20 @@ class Attention(nnx.Module):
             ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (zero, index, zero, zero))
             cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (zero, index, zero, zero))
             k, v, new_cache = ck.astype(q.dtype), cv.astype(q.dtype), (ck, cv)
-        q = q.reshape(b, t, kvh, h // kvh, hd)
-        logits = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
-        logits = logits * self.scale
+        # Batched matmuls in [B, K, G*T, D] x [B, K, S, D] layout: batch dims lead, one
+        # contracting dim, which XLA:CPU runs as plain GEMMs forward and backward.
+        g, s = h // kvh, k.shape[1]
+        q = q.reshape(b, t, kvh, g, hd).transpose(0, 2, 3, 1, 4).reshape(b, kvh, g * t, hd)
+        k = k.transpose(0, 2, 1, 3)
+        v = v.transpose(0, 2, 1, 3)
+        logits = jnp.einsum("bkqd,bksd->bkqs", q, k, preferred_element_type=jnp.float32)
+        logits = logits.reshape(b, kvh, g, t, s) * self.scale
         if self.softcap is not None:
             logits = jnp.tanh(logits / self.softcap) * self.softcap
         logits = jnp.where(mask[:, None, None, :, :], logits, _NEG)
-        probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
-        out = jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(b, t, h * hd)
+        probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype).reshape(b, kvh, g * t, s)
+        out = jnp.einsum("bkqs,bksd->bkqd", probs, v).reshape(b, kvh, g, t, hd)
+        out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, h * hd)
         return self.o_proj(out), new_cache
 
 
