@@ -133,31 +133,29 @@ class CachedEncoder:
     def encode_files_lenient(
         self, paths: Sequence[str | Path]
     ) -> tuple[np.ndarray, dict[str, str]]:
-        """Like `encode_files`, but bad files get a zero row and are returned as {path: reason}."""
+        """Like `encode_files`, but bad files get a zero row and are returned as {path: reason}.
+
+        Works chunk by chunk (`batch_size` files), so memory stays bounded by one chunk
+        of decoded images however many files there are.
+        """
         bad: dict[str, str] = {}
-        good: list[int] = []
-        digests: list[str] = []
-        for i, p in enumerate(paths):
-            try:
-                digests.append(file_digest(p))
-                good.append(i)
-            except DataError as e:
-                bad[str(p)] = str(e)
         out = np.zeros((len(paths), self.dim), dtype=np.float32)
-        ok: list[int] = []
-        images: dict[int, Any] = {}
-        for j, i in enumerate(good):
-            if self.cache.get(self.identity, digests[j]) is not None:
-                ok.append(j)
-                continue
-            try:
-                images[j] = load_image(paths[i], max_side=self.max_side)
-                ok.append(j)
-            except DataError as e:
-                bad[str(paths[i])] = str(e)
-        vecs = self._encode([digests[j] for j in ok], lambda k: images[ok[k]])
-        for k, j in enumerate(ok):
-            out[good[j]] = vecs[k]
+        for start in range(0, len(paths), self.batch_size):
+            rows: list[int] = []
+            digests: list[str] = []
+            images: dict[int, Any] = {}
+            for i in range(start, min(start + self.batch_size, len(paths))):
+                try:
+                    d = file_digest(paths[i])
+                    if self.cache.get(self.identity, d) is None:
+                        images[len(rows)] = load_image(paths[i], max_side=self.max_side)
+                except DataError as e:
+                    bad[str(paths[i])] = str(e)
+                    continue
+                rows.append(i)
+                digests.append(d)
+            if rows:
+                out[rows] = self._encode(digests, lambda k, images=images: images[k])
         return out, bad
 
     def encode_images(self, images: list[Image.Image | np.ndarray]) -> np.ndarray:

@@ -72,7 +72,8 @@ def _grade(xp: Any, x: Any, p: Any) -> Any:
         return v[..., 0:1] * _LUMA[0] + v[..., 1:2] * _LUMA[1] + v[..., 2:3] * _LUMA[2]
 
     L = luma(y)
-    y = y + 0.3 * shadows * (1.0 - L) ** 3 + 0.3 * highlights * L**3
+    dark = 1.0 - L
+    y = y + (0.3 * shadows) * (dark * dark * dark) + (0.3 * highlights) * (L * L * L)
     y = (y - 0.5) * (1.0 + 0.6 * contrast) + 0.5
     a = 0.15 * fade
     y = a + y * (1.0 - a)
