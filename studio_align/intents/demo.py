@@ -11,6 +11,7 @@ Variation, so a router cannot pass by memorising strings:
 - mixed language: a slot filled from the other language's pool, or Chinese product
   words switched to English (`视频` -> `video`);
 - synonyms swapped in (`photo` -> `pic`, `视频` -> `短片`) and clauses reordered;
+- word dropout (training only);
 - politeness prefixes and suffixes, random capitalisation, and typos (adjacent swap,
   dropped or doubled letter in English; a dropped character in Chinese).
 
@@ -81,6 +82,24 @@ def _typo_en(text: str, rng: random.Random) -> str:
         w = w[:j] + w[j] + w[j:]
     words[i] = w
     return " ".join(words)
+
+
+def _drop_words(text: str, lang: str, rng: random.Random) -> str:
+    """Delete one or two words (English) or characters (Chinese): word dropout, so the
+    router learns from every cue in a request rather than from its whole shape."""
+    for _ in range(rng.choice([1, 1, 2])):
+        if lang == "en":
+            words = text.split(" ")
+            if len(words) < 5:
+                break
+            del words[rng.randrange(len(words))]
+            text = " ".join(words)
+        else:
+            if len(text) < 8:
+                break
+            i = rng.randrange(len(text))
+            text = text[:i] + text[i + 1 :]
+    return text
 
 
 def _typo_zh(text: str, rng: random.Random) -> str:
@@ -154,6 +173,7 @@ def render_request(
     shuffle_prob: float = 0.1,
     compose_prob: float = 0.0,
     filler_prob: float = 0.0,
+    dropout_prob: float = 0.0,
 ) -> str:
     """One request text for `intent` in `lang` (see module docstring for the noise)."""
     if composable(intent) and rng.random() < compose_prob:
@@ -175,6 +195,8 @@ def render_request(
     text = rng.choice(PREFIXES[lang]) + text + rng.choice(SUFFIXES[lang])
     if rng.random() < typo_prob:
         text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
+    if rng.random() < dropout_prob:
+        text = _drop_words(text, lang, rng)
     if lang == "en" and rng.random() < 0.3:
         text = text[:1].upper() + text[1:]
     if rng.random() < 0.05:
@@ -198,13 +220,18 @@ def generate_examples(
     zh_fraction: float = 0.5,
     compose_prob: float | None = None,
     filler_prob: float | None = None,
+    dropout_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
     Training data mixes whole-sentence templates with clause-by-clause compositions
-    (`compose_prob`, default 0.5) and irrelevant filler phrases (`filler_prob`, 0.15);
-    held-out data uses only the held-out whole-sentence templates unless asked.
+    (`compose_prob`, default 0.5), irrelevant filler phrases (`filler_prob`, 0.15) and
+    word dropout (`dropout_prob`, 0.15); held-out data uses only the held-out
+    whole-sentence templates and none of these unless asked.
     """
+    train = split == "train"
+    if dropout_prob is None:
+        dropout_prob = 0.15 if train else 0.0
     if compose_prob is None:
         compose_prob = 0.5 if split == "train" else 0.0
     if filler_prob is None:
@@ -219,7 +246,13 @@ def generate_examples(
         intent = order.pop()
         lang = "zh" if rng.random() < zh_fraction else "en"
         text = render_request(
-            intent, lang, rng, split=split, compose_prob=compose_prob, filler_prob=filler_prob
+            intent,
+            lang,
+            rng,
+            split=split,
+            compose_prob=compose_prob,
+            filler_prob=filler_prob,
+            dropout_prob=dropout_prob,
         )
         out.append(make_example(intent, text))
     return out

@@ -52,7 +52,7 @@ class QuickstartConfig(Strict):
     """Sizes and steps of the quickstart loop (defaults fit 2 CPU cores in minutes)."""
 
     seed: int = 0
-    n_train: int = 3000
+    n_train: int | None = None  # None: sft_steps * batch_size, every example seen once
     n_val: int = 200
     n_heldout: int = 400
     n_creators: int = 40
@@ -68,16 +68,17 @@ class QuickstartConfig(Strict):
     sft_steps: int = 300
     sft_lr: float = 1e-3
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
-    dpo_steps: int = 60
+    dpo_steps: int = 40
     dpo_beta: float = 0.1
-    dpo_lr: float = 3e-4
+    dpo_lr: float = 5e-5
     kto_steps: int = 40
     kto_lr: float = 1e-4
     grpo_steps: int = 10
     grpo_group: int = 8
     grpo_prompts: int = 8
-    grpo_lr: float = 2e-5
+    grpo_lr: float = 5e-5
     eval_batch_size: int = 128
+    grading: bool = True  # also run the colour-grading vertical's demo (reward model + GRPO)
 
 
 @dataclass
@@ -124,9 +125,8 @@ def prepare_data(out: Path, cfg: QuickstartConfig, catalog: Catalog) -> dict[str
     from studio_align.data.compile import compile_logs
 
     d = out / "data"
-    splits = demo_splits(
-        seed=cfg.seed, n_train=cfg.n_train, n_val=cfg.n_val, n_heldout=cfg.n_heldout
-    )
+    n_train = cfg.n_train or cfg.sft_steps * cfg.batch_size
+    splits = demo_splits(seed=cfg.seed, n_train=n_train, n_val=cfg.n_val, n_heldout=cfg.n_heldout)
     for name, rows in splits.items():
         write_jsonl(d / f"{name}.jsonl", rows)
     creators = demo_creator_data(
@@ -288,7 +288,7 @@ def run_pipeline(
         plan.append("kto")
     if cfg.grpo_steps > 0:
         plan.append("grpo")
-    total = len(plan) + 2
+    total = len(plan) + 2 + int(cfg.grading)
     log(f"[1/{total}] data: generating demo requests and creator logs ...")
     t = time.perf_counter()
     data = prepare_data(out, cfg, catalog)
@@ -342,6 +342,10 @@ def run_pipeline(
         stages.append(res)
         log("      " + _summary_line(res))
 
+    grading: dict[str, Any] | None = None
+    if cfg.grading:
+        grading = run_grading(out, cfg, log, missing)
+
     log(f"[{total}/{total}] report ...")
     router_dir: Path | None = None
     page: Path | None = None
@@ -350,7 +354,9 @@ def run_pipeline(
         if router_dir.exists():
             shutil.rmtree(router_dir)
         shutil.copytree(current, router_dir)
-        page = write_pipeline_report(out / "report", stages, data, router_dir, cfg, missing)
+        page = write_pipeline_report(
+            out / "report", stages, data, router_dir, cfg, missing, grading=grading
+        )
     (out / "summary.json").write_text(
         json.dumps(
             {
@@ -359,6 +365,7 @@ def run_pipeline(
                 "seconds": time.perf_counter() - t0,
                 "router": str(router_dir) if router_dir else None,
                 "figures": {s.stage: s.figures for s in stages},
+                "grading": grading,
             },
             indent=1,
             default=str,
@@ -378,6 +385,36 @@ def run_pipeline(
     return PipelineResult(out=out, stages=stages, router=router_dir, report=page, missing=missing)
 
 
+def run_grading(
+    out: Path, cfg: QuickstartConfig, log: Log, missing: list[str]
+) -> dict[str, Any] | None:
+    """The grading vertical's own demo loop (issue: aesthetic alignment), if present."""
+    log("[grading] reward model from selections + GRPO colour grading ...")
+    t = time.perf_counter()
+    try:
+        from studio_align.verticals.grading.demo import run_grading_demo
+
+        rep = run_grading_demo(out / "grading", seed=cfg.seed, quick=True)
+    except ImportError as e:
+        missing.append(f"grading: not available ({e})")
+        log(f"      grading: MISSING ({e})")
+        return None
+    except Exception as e:
+        missing.append(f"grading: failed ({type(e).__name__}: {e})")
+        (out / "grading_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+        log(f"      grading: FAILED ({type(e).__name__}: {e})")
+        return None
+    seconds = time.perf_counter() - t
+    rm, gr = rep.get("reward_model", {}), rep.get("grading", {})
+    log(
+        f"      grading ok {seconds:.0f}s: reward-model held-out accuracy "
+        f"{rm.get('heldout_accuracy', float('nan')):.3f} (ceiling {rm.get('consistency_ceiling', float('nan')):.3f}); "
+        f"GRPO win rate vs untuned {gr.get('win_rate_grpo_vs_untuned', float('nan')):.2f}, "
+        f"vs identity {gr.get('win_rate_grpo_vs_identity', float('nan')):.2f}"
+    )
+    return {"seconds": seconds, "reward_model": rm, "grading": gr, "dir": str(out / "grading")}
+
+
 def read_examples_safe(path: Path) -> list[str]:
     return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -389,6 +426,8 @@ def write_pipeline_report(
     router_dir: Path,
     cfg: QuickstartConfig,
     missing: list[str],
+    *,
+    grading: dict[str, Any] | None = None,
 ) -> Path:
     """The final router's report (creators' preferred plans as the main set)."""
     from studio_align.intents.evaluate import errors, evaluate_router
@@ -409,6 +448,20 @@ def write_pipeline_report(
         f"{cfg.n_eval_creators} simulated creators it never saw, writing with held-out phrasings.",
         "held-out = labelled demo plans with unseen phrasings; handwritten = 50 requests written by hand.",
     ]
+    images: list[tuple[str, Path]] = []
+    if grading:
+        rm, gr = grading["reward_model"], grading["grading"]
+        notes.append(
+            f"Grading vertical ({grading['seconds']:.0f}s): reward model held-out pairwise accuracy "
+            f"{rm.get('heldout_accuracy', float('nan')):.3f} against a consistency ceiling of "
+            f"{rm.get('consistency_ceiling', float('nan')):.3f}; GRPO-tuned grading wins "
+            f"{gr.get('win_rate_grpo_vs_untuned', float('nan')):.0%} against the untuned policy and "
+            f"{gr.get('win_rate_grpo_vs_identity', float('nan')):.0%} against the identity grade."
+        )
+        images = [
+            ("Colour grading: before / after", p)
+            for p in sorted(Path(grading["dir"]).glob("*.png"))
+        ]
     if missing:
         notes.append("Not run: " + "; ".join(missing))
     return write_report(
@@ -419,4 +472,5 @@ def write_pipeline_report(
         stages=[s.row() for s in stages],
         extra_metrics=extra,
         notes=notes,
+        extra_images=images,
     )

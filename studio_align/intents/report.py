@@ -192,6 +192,7 @@ def write_report(
     stages: Sequence[dict[str, Any]] = (),
     extra_metrics: dict[str, dict[str, Any]] | None = None,
     notes: Sequence[str] = (),
+    extra_images: Sequence[tuple[str, Path]] = (),
 ) -> Path:
     """Write PNGs, `metrics.json` and `index.html` into `out_dir`; return the page's path.
 
@@ -272,6 +273,11 @@ def write_report(
             _slice_table(m["by_language"], "language"),
             _slice_table(m["by_intent"], "intent"),
         ]
+    for caption, src in extra_images:
+        if Path(src).exists():
+            dst = out / f"extra_{Path(src).name}"
+            dst.write_bytes(Path(src).read_bytes())
+            parts += [f"<h2>{html.escape(caption)}</h2>", f"<img src='{dst.name}'>"]
     if mistakes:
         rows = [
             {
