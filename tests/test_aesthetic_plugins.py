@@ -87,3 +87,27 @@ def test_clip_critic_with_tiny_clip(host):
     with pytest.raises(RewardError, match="no CLIP encoder"):
         aest.configure()
         score_batch([host.rewards["clip_critic"]], None, {"images": imgs, "requests": reqs})
+
+
+def test_aesthetic_reward_from_a_model_directory_and_gate(tmp_path, host):
+    from studio_align.reward_models.preference import save_preference_model
+
+    scorer = _warmth_scorer()
+    meta = {
+        "encoder": {
+            "name": "color-stats",
+            "options": {"size": 16},
+            "identity": scorer.encoder.identity,
+        },
+        "gate": {"floor": 0.6, "accuracy": 0.8, "passed": True},
+    }
+    save_preference_model(scorer.model, tmp_path / "rm", meta)
+    src = list(make_scenes(1, 2, (24, 24)))
+    warm = [render(s, params_to_vector({"temperature": 0.8})) for s in src]
+    s = host.rewards["aesthetic"].fn(images=src + warm, aesthetic_model=str(tmp_path / "rm"))
+    assert s[2] > s[0] and s[3] > s[1]
+    meta["gate"] = {"floor": 0.9, "accuracy": 0.55, "passed": False}
+    save_preference_model(scorer.model, tmp_path / "rm", meta)  # retrained in place: reloaded
+    with pytest.raises(Exception, match=r"0\.550 is below the quality floor 0\.900"):
+        score_batch([host.rewards["aesthetic"]], None, {"images": src},
+                    context={"aesthetic_model": str(tmp_path / "rm")})  # fmt: skip

@@ -35,10 +35,17 @@ def configure(*, aesthetic_model: Any = None, clip_encoder: Any = None) -> None:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_scorer(path: str) -> Any:
+def _load_scorer_cached(path: str, stamp: int) -> Any:
     from studio_align.reward_models.scorer import AestheticScorer
 
     return AestheticScorer.load(path, require_gate=True)
+
+
+def _load_scorer(path: str) -> Any:
+    """Load (once per version: a retrained model at the same path is reloaded)."""
+    meta = os.path.join(path, "meta.json")
+    stamp = os.stat(meta).st_mtime_ns if os.path.exists(meta) else 0
+    return _load_scorer_cached(path, stamp)
 
 
 def _scorer(model: Any) -> Any:
