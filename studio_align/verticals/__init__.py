@@ -1,1 +1,1 @@
-"""verticals"""
+"""Vertical generation models tuned to creators; first: film colour grading (`grading`)."""
