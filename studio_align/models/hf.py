@@ -158,12 +158,9 @@ def load_hf(
     if tokenizer or (tokenizer is None and (d / "tokenizer.json").exists()):
         from studio_align.models.tokenizer import Tokenizer
 
+        # a tokenizer may know ids past the embedding (multimodal Gemma 3's image token);
+        # `extend_vocab` covers them when tokens are added for training
         tok = Tokenizer.load(d)
-        if tok.vocab_size > cfg.vocab_size:
-            raise ModelLoadError(
-                f"{d}: tokenizer.json has {tok.vocab_size} tokens, the model's embedding "
-                f"{cfg.vocab_size} rows"
-            )
     return HFModel(model=model, tokenizer=tok, config=model.cfg, hf_config=hf, path=d)
 
 
