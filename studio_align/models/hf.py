@@ -132,10 +132,12 @@ def load_hf(
         name, transpose = hf_name(path)
         full = prefix + name
         want = tuple(var.get_value().shape)
+        expect = want[::-1] if transpose else want  # HF layout
         if full not in weights:
-            raise ModelLoadError(f"{d}: missing weight {full} (the config needs shape {want})")
+            raise ModelLoadError(
+                f"{d}: missing weight {full} (the config needs shape {list(expect)})"
+            )
         have = weights.shape(full)
-        expect = want[::-1] if transpose else want
         if have != expect:
             raise ModelLoadError(
                 f"{d}: weight {full} has shape {list(have)}, the config needs {list(expect)}"
