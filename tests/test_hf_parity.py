@@ -143,3 +143,17 @@ def test_saved_tokenizer_loads_in_transformers(tmp_path: Path) -> None:
     text = "<bos>add music<plan><step:audio.music><eos>"
     assert hf_tok.encode(text, add_special_tokens=False) == tok.encode(text)
     assert hf_tok.eos_token == "<eos>" and hf_tok.pad_token_id == tok.pad_id
+
+
+def test_bfloat16_error_matches_the_references_own(reference) -> None:  # type: ignore[no-untyped-def]
+    """bf16 cannot match f32 to 1e-4; it must be as close as transformers' own bf16 is."""
+    hf_model, d = reference
+    ids, mask = _inputs()
+    ref = _torch_logits(hf_model, ids, mask)
+    hf_bf16 = transformers.Gemma3ForCausalLM.from_pretrained(
+        d, attn_implementation="eager", dtype=torch.bfloat16
+    ).eval()
+    theirs = _max_diff(ref, _torch_logits(hf_bf16, ids, mask), mask)
+    ours = _max_diff(ref, _engine_logits(load_hf(d, dtype="bfloat16").model, ids, mask), mask)
+    print(f"\nbf16 vs f32 reference: engine {ours:.3g}, transformers {theirs:.3g}")
+    assert ours < 1.5 * theirs + 1e-3
