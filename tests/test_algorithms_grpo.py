@@ -86,6 +86,10 @@ def test_on_policy_loss_is_minus_advantage() -> None:
     loss, m = grpo_loss(lp, lp, None, jnp.array([2.0]), jnp.ones((1, 2)), epsilon=0.2)
     assert float(loss) == pytest.approx(-2.0)
     assert float(m["ratio/mean"]) == pytest.approx(1.0)
+    assert float(m["kl/old"]) == pytest.approx(0.0, abs=1e-7)
+    _, m = grpo_loss(lp, lp - jnp.log(2.0), None, jnp.array([2.0]), jnp.ones((1, 2)))
+    # k3 with d = old - new = -log 2: e^d - d - 1
+    assert float(m["kl/old"]) == pytest.approx(0.5 + math.log(2.0) - 1.0, rel=1e-5)
 
 
 def test_kl_estimators_hand_values() -> None:

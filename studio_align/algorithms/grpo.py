@@ -196,7 +196,8 @@ def grpo_loss(
     `importance="sequence"` is GSPO. `aggregation` is one of `token-mean`,
     `sequence-mean-token-mean` (GRPO paper), `sequence-mean-token-scale` (Dr. GRPO,
     normaliser `B * max_tokens`, default T).
-    Metrics: `loss/policy`, `kl`, `clip_fraction` (+ `/low`, `/high`), `ratio/mean`.
+    Metrics: `loss/policy`, `kl` (to the reference, when given), `kl/old` (to the rollout
+    policy), `clip_fraction` (+ `/low`, `/high`), `ratio/mean`.
     """
     agg = _pick(AGGREGATIONS, aggregation, "aggregation")
     log_ratio_fn = _pick(IMPORTANCE, importance, "importance level")
@@ -231,6 +232,8 @@ def grpo_loss(
     metrics["clip_fraction/high"] = _token_mean(high, mask, None)
     metrics["clip_fraction"] = metrics["clip_fraction/low"] + metrics["clip_fraction/high"]
     metrics["ratio/mean"] = _token_mean(r, mask, None)
+    # how far the updates have moved from the rollout policy (k3, no gradient)
+    metrics["kl/old"] = _token_mean(_k3(jax.lax.stop_gradient(logps), old_logps), mask, None)
     return loss, metrics
 
 
