@@ -33,6 +33,7 @@ from typing import Any, Literal
 from studio_align.intents.demo_phrases import (
     CONNECTORS,
     FILLERS,
+    FIRST_ATTACHMENTS,
     FIRST_CLAUSES,
     HELDOUT_PER_LANG,
     INTENTS,
@@ -141,11 +142,12 @@ def _pool(options: tuple[str, ...], split: Split) -> tuple[str, ...]:
 
 
 def composable(intent: Intent) -> bool:
-    """Multi-step plans whose steps all have clause pools (first-step clauses assume the
-    attachments of the multi-step intents, so single steps keep their own templates)."""
+    """Plans whose steps all have clause pools and whose attachments are the ones the
+    first clause assumes (so "animate this photo" is only composed with an image)."""
+    first = intent.plan[0]
     return (
-        len(intent.plan) > 1
-        and intent.plan[0] in FIRST_CLAUSES
+        first in FIRST_CLAUSES
+        and tuple(intent.attachments) == FIRST_ATTACHMENTS[first]
         and all(s in THEN_CLAUSES for s in intent.plan[1:])
     )
 

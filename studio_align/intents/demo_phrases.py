@@ -553,6 +553,11 @@ FIRST_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
                    "apply {look} tones to the attached video"),
             "zh": ("给这段视频调个{look}的色", "视频调色：{look}", "把这段素材调成{look}", "录像做{look}调色")},
 }
+# The attachments each first-step clause assumes ("animate this photo" needs an image).
+FIRST_ATTACHMENTS: dict[str, tuple[str, ...]] = {
+    T2I: (), EDIT: ("image",), I2V: ("image",), PRODUCT: ("image",), BOARD: (), T2V: (),
+    V2V: ("video",), GRADE: ("video",),
+}
 THEN_CLAUSES: dict[str, dict[str, tuple[str, ...]]] = {
     I2V: {"en": ("animate it", "turn it into a video", "make it move", "bring it to life",
                  "put the result in motion"),
