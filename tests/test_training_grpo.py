@@ -251,3 +251,46 @@ def test_lm_grpo_reward_rises_long() -> None:
     start, end = np.mean(curve[:2]), np.mean(curve[-5:])
     print(f"LM GRPO (30 steps) reward {start:.3f} -> {end:.3f}")
     assert start < 0.1 and end > 0.8
+
+
+def _table_history(mesh: dict | None = None, steps: int = 3) -> list[list[float]]:
+    """(loss, reward) per step of a short table-policy run, on the given mesh."""
+    from studio_align.training.mesh import MeshConfig
+
+    cfg = GRPOConfig(
+        steps=steps, prompts_per_step=4, group_size=8, mu=2, minibatches=2, seed=0, beta=0.1
+    )
+    reward = plugin_reward_fn([toy.pattern_reward(TARGET)])
+    t = GRPOTrainer(
+        TablePolicy(4), Table(4, 8, rngs=nnx.Rngs(0)), [0, 1, 2, 3], reward, cfg,
+        OptimConfig(learning_rate=0.3, decay="constant"), ref_model=Table(4, 8, rngs=nnx.Rngs(0)),
+        mesh=MeshConfig(**mesh) if mesh else None,
+    )  # fmt: skip
+    return [[h["loss"], h["reward/total/mean"], h["kl"]] for h in t.train().history]
+
+
+def test_grpo_on_8_devices_matches_1_device() -> None:
+    """Same run on a (data 4, fsdp 2) mesh of 8 forced CPU devices: same losses."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    one = _table_history()
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        "JAX_PLATFORMS": "cpu",
+    }
+    code = (
+        "import sys, json; sys.path.insert(0, 'tests'); import test_training_grpo as t; "
+        "print('RESULT', json.dumps(t._table_history({'data': 4, 'fsdp': 2, 'min_shard_size': 0})))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    eight = json.loads(out.stdout.split("RESULT", 1)[1])
+    np.testing.assert_allclose(np.array(eight), np.array(one), rtol=1e-4, atol=1e-5)

@@ -19,7 +19,10 @@ the zero-variance group fraction of the first rollout, KL to the reference, clip
 fraction, entropy, completion length, rollouts drawn, rollout and update seconds.
 
 Design choices: the update is one `jax.jit` step over split `(params, rest, opt_state)`
-with donation, compiled once (every minibatch has the same shape); the algorithm's
+with donation, compiled once (every minibatch has the same shape), sharded like the
+shared train loop (parameters by logical axes over the `(data, fsdp)` mesh, each
+minibatch split over both axes), so it is the same code on one device or many; the
+algorithm's
 string options are resolved into a closure before tracing. Rollouts, rewards and
 dynamic sampling are host-side Python: they are data-dependent and cheap next to the
 forward passes. The policy is anything implementing `policy.Policy`.
@@ -44,6 +47,14 @@ from studio_align.algorithms import grpo_advantages, grpo_loss, overlong_penalty
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.training.accumulate import accumulated_grads
+from studio_align.training.mesh import (
+    MeshConfig,
+    batch_parallelism,
+    batch_sharding,
+    make_mesh,
+    opt_state_sharding,
+    state_sharding,
+)
 from studio_align.training.metrics import MetricsLogger
 from studio_align.training.optim import OptimConfig, make_optimizer
 from studio_align.training.policy import Policy, Rollout
@@ -132,6 +143,8 @@ class GRPOTrainer:
         run_dir: str | Path | None = None,
         wrt: Any = nnx.Param,
         fire_hook: bool = False,
+        mesh: MeshConfig | None = None,
+        devices: Sequence[jax.Device] | None = None,
     ):
         if cfg.beta > 0 and ref_model is None:
             raise ConfigError("grpo.beta > 0 needs a reference model")
@@ -149,13 +162,27 @@ class GRPOTrainer:
         updates = cfg.steps * cfg.mu * cfg.minibatches
         self.tx, self.schedule = make_optimizer(optim, updates)
         graphdef, params, rest = nnx.split(model, wrt, ...)  # type: ignore[misc]
+        # sharding as in the shared train loop: parameters by their logical axes, the
+        # minibatch over (data, fsdp); one device is the 1 x 1 case of the same code
+        mesh_cfg = mesh or MeshConfig()
+        self.mesh = make_mesh(mesh_cfg, devices)
+        self._p_shard = state_sharding(self.mesh, params, mesh_cfg)
+        self._r_shard = state_sharding(self.mesh, rest, mesh_cfg)
         self.graphdef: Any = graphdef
-        self.params: Any = params
-        self.rest: Any = rest
-        self.opt_state = self.tx.init(self.params)
+        self.params: Any = jax.device_put(params, self._p_shard)
+        self.rest: Any = jax.device_put(rest, self._r_shard)
+        o_shard = opt_state_sharding(
+            self.mesh, self.tx, jax.eval_shape(self.tx.init, self.params), self._p_shard
+        )
+        self.opt_state = jax.jit(self.tx.init, out_shardings=o_shard)(self.params)
         self.wrt = wrt
         self.compiles = 0
-        self._update = jax.jit(self._make_update(), donate_argnums=(0, 1, 2))
+        replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+        self._update = jax.jit(
+            self._make_update(),
+            donate_argnums=(0, 1, 2),
+            out_shardings=(self._p_shard, self._r_shard, o_shard, replicated),
+        )
         self._ref_logps: Callable | None = None
         if ref_model is not None:
             ref_graphdef, ref_state = nnx.split(ref_model)
@@ -198,6 +225,14 @@ class GRPOTrainer:
             return optax.apply_updates(params, updates), rest, opt_state, metrics
 
         return update
+
+    def _place(self, x: jax.Array) -> jax.Array:
+        """A minibatch array split over the mesh's batch axes (replicated if it does not divide)."""
+        if x.ndim and x.shape[0] % batch_parallelism(self.mesh) == 0:
+            return jax.device_put(x, batch_sharding(self.mesh, x.ndim))
+        return jax.device_put(
+            x, jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+        )
 
     # -- rollouts ----------------------------------------------------------------------------
 
@@ -292,7 +327,7 @@ class GRPOTrainer:
             perm = self._mb_rng.permutation(n)  # fresh minibatches each pass
             for k in range(cfg.minibatches):
                 rows = jnp.asarray(perm[k * size : (k + 1) * size])
-                mb = jax.tree.map(lambda x, rows=rows: x[rows], arrays)
+                mb = jax.tree.map(lambda x, rows=rows: self._place(x[rows]), arrays)
                 self.params, self.rest, self.opt_state, m = self._update(
                     self.params, self.rest, self.opt_state, mb
                 )
@@ -347,6 +382,7 @@ class GRPORunConfig(Strict):
         )
     )
     sampling: SamplingSection = Field(default_factory=SamplingSection)
+    mesh: MeshConfig = Field(default_factory=MeshConfig)
     # plugin reward name -> weight; every reward named here must be registered
     rewards: dict[str, float] = Field(
         default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
@@ -450,7 +486,7 @@ def train_grpo(
     trainer = GRPOTrainer(
         policy, start.model, train, reward_fn, cfg.grpo, cfg.optim,
         ref_model=start.reference if cfg.grpo.beta > 0 else None,
-        run_dir=run_dir, wrt=start.wrt, fire_hook=True,
+        run_dir=run_dir, wrt=start.wrt, fire_hook=True, mesh=cfg.mesh,
     )  # fmt: skip
     before = heldout_reward(trainer, held)
     result = trainer.train()
