@@ -164,7 +164,7 @@ class GRPOTrainer:
         graphdef, params, rest = nnx.split(model, wrt, ...)  # type: ignore[misc]
         # sharding as in the shared train loop: parameters by their logical axes, the
         # minibatch over (data, fsdp); one device is the 1 x 1 case of the same code
-        mesh_cfg = mesh or MeshConfig()
+        mesh_cfg = mesh or MeshConfig.model_validate({})
         self.mesh = make_mesh(mesh_cfg, devices)
         self._p_shard = state_sharding(self.mesh, params, mesh_cfg)
         self._r_shard = state_sharding(self.mesh, rest, mesh_cfg)
@@ -382,7 +382,7 @@ class GRPORunConfig(Strict):
         )
     )
     sampling: SamplingSection = Field(default_factory=SamplingSection)
-    mesh: MeshConfig = Field(default_factory=MeshConfig)
+    mesh: MeshConfig = Field(default_factory=lambda: MeshConfig.model_validate({}))
     # plugin reward name -> weight; every reward named here must be registered
     rewards: dict[str, float] = Field(
         default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
