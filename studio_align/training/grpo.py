@@ -47,6 +47,7 @@ from studio_align.algorithms import grpo_advantages, grpo_loss, overlong_penalty
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.training.accumulate import accumulated_grads
+from studio_align.training.checkpoint import CheckpointConfig, Checkpointer
 from studio_align.training.mesh import (
     MeshConfig,
     batch_parallelism,
@@ -145,6 +146,7 @@ class GRPOTrainer:
         fire_hook: bool = False,
         mesh: MeshConfig | None = None,
         devices: Sequence[jax.Device] | None = None,
+        checkpoint: CheckpointConfig | None = None,
     ):
         if cfg.beta > 0 and ref_model is None:
             raise ConfigError("grpo.beta > 0 needs a reference model")
@@ -177,6 +179,18 @@ class GRPOTrainer:
         self.opt_state = jax.jit(self.tx.init, out_shardings=o_shard)(self.params)
         self.wrt = wrt
         self.compiles = 0
+        self.step_count = 0  # optimizer steps (rollouts) done, restored on resume
+        self._ckpt: Checkpointer | None = None
+        if checkpoint is not None and (checkpoint.dir or run_dir):
+            self._ckpt = Checkpointer(
+                checkpoint.dir or Path(run_dir or ".") / "checkpoints",
+                every=checkpoint.every,
+                keep=checkpoint.keep,
+                async_save=checkpoint.async_save,
+            )
+            latest = self._ckpt.latest_step() if checkpoint.resume else None
+            if latest is not None:
+                self._restore(latest)
         replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
         self._update = jax.jit(
             self._make_update(),
@@ -344,15 +358,51 @@ class GRPOTrainer:
         out["time/update_s"] = time.perf_counter() - t0 - t_roll
         return out
 
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def _trees(self) -> dict[str, Any]:
+        return {"params": self.params, "rest": self.rest, "opt_state": self.opt_state}
+
+    def _record(self) -> dict[str, Any]:
+        """Everything besides the trees that the next step depends on (exact resume)."""
+        return {
+            "step": self.step_count,
+            "data_position": self.step_count,
+            "rng": np.asarray(jax.random.key_data(self.rng)).tolist(),
+            "prompt_order": self._order.bit_generator.state,
+            "minibatch_order": self._mb_rng.bit_generator.state,
+            "queue": [int(i) for i in self._queue],
+        }
+
+    def _restore(self, step: int) -> None:
+        assert self._ckpt is not None
+        trees, rec = self._ckpt.restore(step, self._trees())
+        self.params, self.rest, self.opt_state = trees["params"], trees["rest"], trees["opt_state"]
+        self.step_count = int(rec["step"])
+        self.rng = jax.random.wrap_key_data(
+            jnp.asarray(rec["rng"], jnp.uint32), impl=jax.random.key_impl(self.rng)
+        )
+        self._order.bit_generator.state = rec["prompt_order"]
+        self._mb_rng.bit_generator.state = rec["minibatch_order"]
+        self._queue = list(rec["queue"])
+        if self.logger is not None:
+            self.logger.truncate_after(self.step_count)
+
     def train(self, steps: int | None = None) -> GRPOResult:
+        """Run steps until `steps` (default `cfg.steps`) are done, resuming where it left off."""
         t0 = time.perf_counter()
         result = GRPOResult(steps=steps or self.cfg.steps)
-        for s in range(1, result.steps + 1):
+        for s in range(self.step_count + 1, result.steps + 1):
             m = self.step()
+            self.step_count = s
             m["step"] = s
             result.history.append(m)
             if self.logger is not None and (s % self.cfg.log_every == 0 or s == result.steps):
                 self.logger.log(s, m)
+            if self._ckpt is not None and self._ckpt.should_save(s, final=s == result.steps):
+                self._ckpt.save(s, self._trees(), self._record())
+        if self._ckpt is not None:
+            self._ckpt.wait()
         nnx.update(self.model, self.params, self.rest)
         result.seconds = time.perf_counter() - t0
         result.compiles = self.compiles
@@ -383,6 +433,9 @@ class GRPORunConfig(Strict):
     )
     sampling: SamplingSection = Field(default_factory=SamplingSection)
     mesh: MeshConfig = Field(default_factory=lambda: MeshConfig.model_validate({}))
+    checkpoint: CheckpointConfig = Field(
+        default_factory=lambda: CheckpointConfig.model_validate({"every": 10})
+    )
     # plugin reward name -> weight; every reward named here must be registered
     rewards: dict[str, float] = Field(
         default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
@@ -487,6 +540,7 @@ def train_grpo(
         policy, start.model, train, reward_fn, cfg.grpo, cfg.optim,
         ref_model=start.reference if cfg.grpo.beta > 0 else None,
         run_dir=run_dir, wrt=start.wrt, fire_hook=True, mesh=cfg.mesh,
+        checkpoint=cfg.checkpoint,
     )  # fmt: skip
     before = heldout_reward(trainer, held)
     result = trainer.train()
