@@ -71,10 +71,10 @@ def plot_running_best(trials: list[dict[str, Any]], summary: Summary, path: Path
     if summary.baseline_mean is not None and summary.baseline_std is not None:
         m, s = summary.baseline_mean, summary.baseline_std
         ax.axhspan(m - s, m + s, color="tab:blue", alpha=0.12, label="baseline ± std")
-    for t, c in summary.heldout.items():
+    for trial_id, c in summary.heldout.items():
         if c["mean"] is not None:
             ax.scatter(
-                [int(t)],
+                [int(trial_id)],
                 [c["mean"]],
                 marker="*",
                 s=140,
