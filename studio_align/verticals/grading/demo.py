@@ -80,8 +80,13 @@ def _grid(rows: list[list[np.ndarray]], path: Path, labels: list[str]) -> None:
     img.save(path)
 
 
-def run_grading_demo(out_dir: str | Path, *, seed: int = 0, quick: bool = True) -> dict[str, Any]:
-    """Run the whole grading loop on a simulated creator; returns (and writes) the report."""
+def run_grading_demo(
+    out_dir: str | Path, *, seed: int = 0, quick: bool = True, tune: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run the whole grading loop on a simulated creator; returns (and writes) the report.
+
+    `tune` overrides `GradingTuneConfig` fields (e.g. `{"beta": 0.1, "steps": 100}`).
+    """
     t_start = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -144,7 +149,7 @@ def run_grading_demo(out_dir: str | Path, *, seed: int = 0, quick: bool = True) 
     train_src = _scenes(seed + 1, 256, SIZE)
     rng = np.random.default_rng(seed + 1)
     train_req = [STYLE_REQUESTS[int(i)] for i in rng.integers(len(STYLE_REQUESTS), size=256)]
-    tune_cfg = GradingTuneConfig.model_validate({"steps": steps, "seed": seed})
+    tune_cfg = GradingTuneConfig.model_validate({"steps": steps, "seed": seed, **(tune or {})})
     history = tune_grading(
         tuned,
         bc,
