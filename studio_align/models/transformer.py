@@ -13,8 +13,9 @@ Design choices:
   (`attn_mask` / filled cache slots), causality by slot order, and each token's position
   (sliding window: `q_pos - k_pos < window`, as in HF). So right padding, left padding and
   per-sample prompt lengths all work, with or without the cache.
-- The cache is a plain pytree (`Cache`) of per-layer `[B, S, K, Dh]` keys/values plus
-  the position held in every slot (-1 = empty) and the next write index. It is
+- The cache is a plain pytree (`Cache`) of per-layer keys `[B, K, Dh, S]` and values
+  `[B, K, S, Dh]` plus the position held in every slot (-1 = empty) and the next write
+  index. It is
   preallocated to a static size, updated with `dynamic_update_slice`, and returned, so a
   jitted decode loop can donate it. Local layers keep the full-size cache and rely on
   the window mask: simpler than ring buffers and exact.
@@ -40,8 +41,8 @@ _NEG = -0.7 * float(jnp.finfo(jnp.float32).max)
 class Cache(NamedTuple):
     """Static-size KV cache. `pos[b, s]` is the position stored in slot s (-1 = empty)."""
 
-    k: tuple[jax.Array, ...]  # per layer [B, S, num_kv_heads, head_dim]
-    v: tuple[jax.Array, ...]
+    k: tuple[jax.Array, ...]  # per layer [B, num_kv_heads, head_dim, S] (keys transposed)
+    v: tuple[jax.Array, ...]  # per layer [B, num_kv_heads, S, head_dim]
     pos: jax.Array  # [B, S] int32
     index: jax.Array  # [] int32: next slot to write
 
@@ -142,27 +143,37 @@ class Attention(nnx.Module):
         v = self.v_proj(x).reshape(b, t, kvh, hd)
         q = apply_rope(q, *rope)
         k = apply_rope(k, *rope)
+        # Batched matmuls [B, K, G*T, D] x [B, K, D, S] and [B, K, G*T, S] x [B, K, S, D]:
+        # batch dims lead and no operand is transposed, the layouts XLA:CPU runs as fast
+        # GEMMs (a transposed right operand is ~10x slower there). The cache keeps keys as
+        # [B, K, D, S] and values as [B, K, S, D], so decoding never transposes it.
+        k = k.transpose(0, 2, 3, 1)
+        v = v.transpose(0, 2, 1, 3)
         new_cache = None
         if kv_cache is not None:
             ck, cv = kv_cache
             zero = jnp.zeros((), jnp.int32)
-            ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (zero, index, zero, zero))
-            cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (zero, index, zero, zero))
+            ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (zero, zero, zero, index))
+            cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (zero, zero, index, zero))
             k, v, new_cache = ck.astype(q.dtype), cv.astype(q.dtype), (ck, cv)
-        # Batched matmuls in [B, K, G*T, D] x [B, K, S, D] layout: batch dims lead, one
-        # contracting dim, which XLA:CPU runs as plain GEMMs forward and backward.
-        g, s = h // kvh, k.shape[1]
+        g, s = h // kvh, k.shape[3]
         q = q.reshape(b, t, kvh, g, hd).transpose(0, 2, 3, 1, 4).reshape(b, kvh, g * t, hd)
-        k = k.transpose(0, 2, 1, 3)
-        v = v.transpose(0, 2, 1, 3)
-        logits = jnp.einsum("bkqd,bksd->bkqs", q, k, preferred_element_type=jnp.float32)
+        if t == 1:
+            # One query per row (decoding): broadcast-multiply-reduce. Inside the decode
+            # loop this reads the cache in place; a dot would make XLA:CPU copy it per step.
+            logits = jnp.sum(q[..., None] * k[:, :, None], axis=3, dtype=jnp.float32)
+        else:
+            logits = jnp.einsum("bkqd,bkds->bkqs", q, k, preferred_element_type=jnp.float32)
         logits = logits.reshape(b, kvh, g, t, s) * self.scale
         if self.softcap is not None:
             logits = jnp.tanh(logits / self.softcap) * self.softcap
         logits = jnp.where(mask[:, None, None, :, :], logits, _NEG)
         probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype).reshape(b, kvh, g * t, s)
-        out = jnp.einsum("bkqs,bksd->bkqd", probs, v).reshape(b, kvh, g, t, hd)
-        out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, h * hd)
+        if t == 1:
+            out = jnp.sum(probs[..., None] * v[:, :, None], axis=3)
+        else:
+            out = jnp.einsum("bkqs,bksd->bkqd", probs, v)
+        out = out.reshape(b, kvh, g, t, hd).transpose(0, 3, 1, 2, 4).reshape(b, t, h * hd)
         return self.o_proj(out), new_cache
 
 
@@ -261,12 +272,12 @@ class Transformer(nnx.Module):
     def init_cache(self, batch: int, size: int, dtype: jnp.dtype | None = None) -> Cache:
         """An empty cache of `size` slots per sequence (prompt bucket + new tokens)."""
         c = self.cfg
-        shape = (batch, size, c.num_kv_heads, c.head_dim)
+        k_shape = (batch, c.num_kv_heads, c.head_dim, size)
+        v_shape = (batch, c.num_kv_heads, size, c.head_dim)
         dt = dtype or c.jnp_dtype
-        zeros = tuple(jnp.zeros(shape, dt) for _ in range(c.num_layers))
         return Cache(
-            k=zeros,
-            v=tuple(jnp.zeros(shape, dt) for _ in range(c.num_layers)),
+            k=tuple(jnp.zeros(k_shape, dt) for _ in range(c.num_layers)),
+            v=tuple(jnp.zeros(v_shape, dt) for _ in range(c.num_layers)),
             pos=jnp.full((batch, size), -1, jnp.int32),
             index=jnp.zeros((), jnp.int32),
         )
