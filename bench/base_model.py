@@ -10,8 +10,10 @@ What it measures (random weights, `ModelConfig.gemma3_270m()`, vocabulary 262,14
    `--steps` steady steps;
 3. one GRPO step with LoRA through the real `GRPOTrainer` + `LMPolicy` (KV-cache sampler
    rollouts of `--prompts` x `--group` completions of `--new-tokens` tokens, reward,
-   advantages, one clipped update): the first step (compiles) and a steady one, split
-   into rollout and update time;
+   advantages, one clipped update): every step of `--grpo-steps`, split
+   into rollout and update time (per step, with the sampler's and the update's trace
+   counts: the sampler retraces once after the first update, so the third step is the
+   steady one);
 4. peak resident memory (`ru_maxrss`) after each phase.
 
 Prints one JSON object. Keep it modest on shared CPUs:
@@ -108,28 +110,37 @@ def _grpo(model: Any, args: argparse.Namespace) -> dict[str, float]:
     prompts = [rng.integers(3, high, plen).tolist() for _ in range(4 * args.prompts)]
     policy = LMPolicy(max_prompt_len=plen, max_new_tokens=args.new_tokens, pad_id=0, eos_id=1)
     cfg = GRPOConfig(
-        steps=2, prompts_per_step=args.prompts, group_size=args.group, dynamic_sampling=False
+        steps=args.grpo_steps,
+        prompts_per_step=args.prompts,
+        group_size=args.group,
+        dynamic_sampling=False,
     )
     reward = plugin_reward_fn([pattern_reward([7, 8, 9, 10])])
     trainer = GRPOTrainer(
         policy, model, prompts, reward, cfg, OptimConfig(learning_rate=1e-4), wrt=nnx.LoRAParam
     )
-    t0 = time.perf_counter()
-    m1 = trainer.step()
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    m2 = trainer.step()
-    steady = time.perf_counter() - t0
+    steps = []
+    for _ in range(args.grpo_steps):
+        t0 = time.perf_counter()
+        m = trainer.step()
+        steps.append(
+            {
+                "step_s": round(time.perf_counter() - t0, 2),
+                "rollout_s": round(m["time/rollout_s"], 2),
+                "update_s": round(m["time/update_s"], 2),
+                "sampler_traces": policy._sampler.compile_count,
+                "update_traces": trainer.compiles,
+            }
+        )
     return {
         "samples_per_step": args.prompts * args.group,
+        "prompt_tokens": plen,
         "new_tokens": args.new_tokens,
-        "first_step_s (compile + run)": round(first, 2),
-        "step_s": round(steady, 3),
-        "rollout_s": round(m2["time/rollout_s"], 3),
-        "update_s": round(m2["time/update_s"], 3),
-        "first_rollout_s": round(m1["time/rollout_s"], 2),
-        "first_update_s": round(m1["time/update_s"], 2),
-        "completion_length": m2["completion_length"],
+        "steps": steps,  # the first compiles; the last is the steady state
+        "step_s": steps[-1]["step_s"],
+        "rollout_s": steps[-1]["rollout_s"],
+        "update_s": steps[-1]["update_s"],
+        "completion_length": m["completion_length"],
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
 
@@ -146,6 +157,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=2, help="GRPO prompts per step")
     ap.add_argument("--group", type=int, default=4, help="GRPO completions per prompt")
     ap.add_argument("--new-tokens", type=int, default=8)
+    ap.add_argument("--grpo-steps", type=int, default=3, help="GRPO steps (>= 3 for a steady one)")
     ap.add_argument("--no-hf", action="store_true", help="skip the save_hf/load_hf round trip")
     args = ap.parse_args()
 

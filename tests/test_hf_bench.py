@@ -16,7 +16,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "base_model.py"
 def test_base_model_bench_smoke() -> None:
     r = subprocess.run(
         [sys.executable, str(BENCH), "--preset", "tiny", "--batch", "2", "--seq", "16",
-         "--steps", "1", "--prompts", "2", "--group", "2", "--new-tokens", "4"],
+         "--steps", "1", "--prompts", "2", "--group", "2", "--new-tokens", "4", "--grpo-steps", "2"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
