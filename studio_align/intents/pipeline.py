@@ -65,18 +65,18 @@ class QuickstartConfig(Strict):
         }
     )  # fmt: skip
     batch_size: int = 32
-    sft_steps: int = 300
+    sft_steps: int = 500
     sft_lr: float = 1e-3
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
-    dpo_steps: int = 40
-    dpo_beta: float = 0.1
+    dpo_steps: int = 60
+    dpo_beta: float = 0.5
     dpo_lr: float = 5e-5
     kto_steps: int = 40
     kto_lr: float = 1e-4
-    grpo_steps: int = 10
+    grpo_steps: int = 30
     grpo_group: int = 8
     grpo_prompts: int = 8
-    grpo_lr: float = 5e-5
+    grpo_lr: float = 1e-4
     eval_batch_size: int = 128
     grading: bool = True  # also run the colour-grading vertical's demo (reward model + GRPO)
 

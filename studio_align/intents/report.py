@@ -48,7 +48,7 @@ def plot_by_intent(metrics: dict[str, Any], path: Path) -> str:
     ax.set_xlim(0, 1)
     ax.axvline(0.95, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("exact-plan accuracy")
-    ax.set_title("Accuracy by intent (gold plan)")
+    ax.set_title("Accuracy by intent (reference plan of each request)")
     ax.tick_params(axis="y", labelsize=8)
     return _save(fig, path)
 
