@@ -10,8 +10,7 @@ import pytest
 from studio_align.intents.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_catalog
 from studio_align.intents.format import encode_plan, special_tokens
 from studio_align.intents.grammar import compile_grammar
-
-Tokenizer = pytest.importorskip("studio_align.models.tokenizer").Tokenizer
+from studio_align.models.tokenizer import Tokenizer
 
 TEXTS = ["make a video of a cat", "把这张图做成视频", "compose calm piano music", "电影调色"]
 
