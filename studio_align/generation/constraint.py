@@ -78,7 +78,7 @@ class FSMConstraint:
 
     def init_states(self, batch: int, padded_batch: int | None = None) -> np.ndarray:
         """Initial state per row: `[padded_batch]` (padding rows copy row 0)."""
-        init = self.init_state
+        init = np.asarray(self.init_state, np.int32)
         rows = np.broadcast_to(init, (batch,)) if init.ndim == 0 else init
         if rows.shape[0] != batch:
             raise ValueError(

@@ -271,7 +271,7 @@ def _generate(
         mask = cols[None, :] < lengths[:, None]
         last = lengths - 1
     # Reset the reused cache: empty slots are what masks attention, stale k/v are harmless.
-    cache = cache._replace(pos=jnp.full_like(cache.pos, -1), index=jnp.zeros((), jnp.int32))
+    cache = cache._replace(pos=jnp.full_like(cache.pos, -1), cursor=jnp.zeros((), jnp.int32))
     logits, cache = model.forward_cached(tokens, positions_from_mask(mask), mask, cache)
     logits = logits[jnp.arange(b), last]
     eos = jnp.asarray(eos_ids, jnp.int32)

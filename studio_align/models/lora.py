@@ -101,7 +101,7 @@ def add_lora(model: nnx.Module, lora: LoraConfig, *, rngs: nnx.Rngs) -> nnx.Modu
         raise ValueError(f"no projection named any of {list(lora.targets)} in the model")
     cfg = getattr(model, "cfg", None)
     if cfg is not None:
-        model.cfg = cfg.model_copy(update={"lora": lora})
+        setattr(model, "cfg", cfg.model_copy(update={"lora": lora}))  # noqa: B010
     return model
 
 
@@ -187,5 +187,5 @@ def merge_lora(model: nnx.Module) -> nnx.Module:
         lin.lora_scale = 0.0
     cfg = getattr(merged, "cfg", None)
     if cfg is not None:
-        merged.cfg = cfg.model_copy(update={"lora": None})
+        setattr(merged, "cfg", cfg.model_copy(update={"lora": None}))  # noqa: B010
     return merged

@@ -15,7 +15,7 @@ Design choices:
   per-sample prompt lengths all work, with or without the cache.
 - The cache is a plain pytree (`Cache`) of per-layer keys `[B, K, Dh, S]` and values
   `[B, K, S, Dh]` plus the position held in every slot (-1 = empty) and the next write
-  index. It is
+  slot (`cursor`). It is
   preallocated to a static size, updated with `dynamic_update_slice`, and returned, so a
   jitted decode loop can donate it. Local layers keep the full-size cache and rely on
   the window mask: simpler than ring buffers and exact.
@@ -26,7 +26,7 @@ Design choices:
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -44,7 +44,7 @@ class Cache(NamedTuple):
     k: tuple[jax.Array, ...]  # per layer [B, num_kv_heads, head_dim, S] (keys transposed)
     v: tuple[jax.Array, ...]  # per layer [B, num_kv_heads, S, head_dim]
     pos: jax.Array  # [B, S] int32
-    index: jax.Array  # [] int32: next slot to write
+    cursor: jax.Array  # [] int32: next slot to write
 
     @property
     def size(self) -> int:
@@ -113,7 +113,7 @@ class Attention(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         d, h, kv, hd = cfg.d_model, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        kw = dict(dtype=cfg.jnp_dtype, param_dtype=cfg.jnp_param_dtype, rngs=rngs)
+        kw: dict[str, Any] = dict(dtype=cfg.jnp_dtype, param_dtype=cfg.jnp_param_dtype, rngs=rngs)
 
         def lora_for(name: str):
             return cfg.lora if cfg.lora is not None and name in cfg.lora.targets else None
@@ -151,6 +151,7 @@ class Attention(nnx.Module):
         v = v.transpose(0, 2, 1, 3)
         new_cache = None
         if kv_cache is not None:
+            assert index is not None, "a cached call needs the write index"
             ck, cv = kv_cache
             zero = jnp.zeros((), jnp.int32)
             ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (zero, zero, zero, index))
@@ -182,7 +183,7 @@ class MLP(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         d, f = cfg.d_model, cfg.d_ff
-        kw = dict(dtype=cfg.jnp_dtype, param_dtype=cfg.jnp_param_dtype, rngs=rngs)
+        kw: dict[str, Any] = dict(dtype=cfg.jnp_dtype, param_dtype=cfg.jnp_param_dtype, rngs=rngs)
 
         def lora_for(name: str):
             return cfg.lora if cfg.lora is not None and name in cfg.lora.targets else None
@@ -199,7 +200,7 @@ class DecoderLayer(nnx.Module):
     """Pre- and post-norm around both attention and MLP (Gemma 3 "sandwich" norms)."""
 
     def __init__(self, cfg: ModelConfig, layer: int, *, rngs: nnx.Rngs):
-        norm = dict(eps=cfg.rms_norm_eps, param_dtype=cfg.jnp_param_dtype)
+        norm: dict[str, Any] = dict(eps=cfg.rms_norm_eps, param_dtype=cfg.jnp_param_dtype)
         self.is_local = cfg.is_local(layer)
         self.input_layernorm = RMSNorm(cfg.d_model, **norm)
         self.self_attn = Attention(cfg, rngs=rngs)
@@ -279,7 +280,7 @@ class Transformer(nnx.Module):
             k=tuple(jnp.zeros(k_shape, dt) for _ in range(c.num_layers)),
             v=tuple(jnp.zeros(v_shape, dt) for _ in range(c.num_layers)),
             pos=jnp.full((batch, size), -1, jnp.int32),
-            index=jnp.zeros((), jnp.int32),
+            cursor=jnp.zeros((), jnp.int32),
         )
 
     def forward_cached(
@@ -289,18 +290,18 @@ class Transformer(nnx.Module):
         attn_mask: jax.Array,
         cache: Cache,
     ) -> tuple[jax.Array, Cache]:
-        """Append `tokens [B, T]` at slots `cache.index...` and attend over the whole cache.
+        """Append `tokens [B, T]` at slots `cache.cursor...` and attend over the whole cache.
 
         Used for prefill (T = prompt bucket) and for decoding (T = 1). Tokens with
         `attn_mask` False are written but marked empty, so nothing ever attends to them.
-        Returns logits [B, T, V] and the updated cache (index advanced by T).
+        Returns logits [B, T, V] and the updated cache (cursor advanced by T).
         """
         t = tokens.shape[1]
         s = cache.size
         attn_mask = attn_mask.astype(jnp.bool_)
         new_pos = jnp.where(attn_mask, positions, -1).astype(jnp.int32)
-        slot_pos = jax.lax.dynamic_update_slice(cache.pos, new_pos, (jnp.int32(0), cache.index))
-        q_slot = cache.index + jnp.arange(t)
+        slot_pos = jax.lax.dynamic_update_slice(cache.pos, new_pos, (jnp.int32(0), cache.cursor))
+        q_slot = cache.cursor + jnp.arange(t)
         causal = (jnp.arange(s)[None, :] <= q_slot[:, None])[None]  # [1, T, S]
         allowed = causal & (slot_pos >= 0)[:, None, :]
         masks = self._masks(allowed, positions, slot_pos)
@@ -313,12 +314,12 @@ class Transformer(nnx.Module):
                 ropes[layer.is_local],
                 masks[layer.is_local],
                 (cache.k[i], cache.v[i]),
-                cache.index,
+                cache.cursor,
             )
             ks.append(k)
             vs.append(v)
         logits = self.logits(self.norm(x))
-        return logits, Cache(tuple(ks), tuple(vs), slot_pos, cache.index + t)
+        return logits, Cache(tuple(ks), tuple(vs), slot_pos, cache.cursor + t)
 
     # -- helpers -----------------------------------------------------------------------------
 
