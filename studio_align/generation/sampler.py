@@ -6,8 +6,9 @@ Design choices:
   stops early once every row has ended). The cache is preallocated per shape bucket,
   donated into the call and handed back, so XLA updates it in place and the next call
   with the same bucket reuses the buffers.
-- Shapes are bucketed: batch to a power of two, prompt length to a multiple of 16 (at
-  least 16), `max_new_tokens` to a power of two (the real limit is a traced value).
+- Shapes are bucketed: batch to a power of two, prompt length to a power of two (at
+  least 16; a server warms up a handful of buckets, not one per 16 tokens),
+  `max_new_tokens` to a power of two (the real limit is a traced value).
   Sampling settings are traced values too; only the *mode* (greedy or not, top-k on or
   off, top-p on or off) is static. So calls with the same buckets and mode never
   recompile — `Sampler.compile_count` counts traces. The jitted function is module
@@ -63,8 +64,8 @@ def bucket_batch(n: int) -> int:
     return _next_pow2(n)
 
 
-def bucket_prompt(n: int, multiple: int = 16) -> int:
-    return max(multiple, -(-n // multiple) * multiple)
+def bucket_prompt(n: int, minimum: int = 16) -> int:
+    return max(minimum, _next_pow2(n))
 
 
 def bucket_new_tokens(n: int) -> int:
