@@ -337,7 +337,12 @@ def run_pipeline(
         res.checkpoint = str(ckpt)
         current = ckpt
         t = time.perf_counter()
-        res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
+        try:
+            res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
+        except Exception as e:  # the checkpoint stays; say why there are no figures
+            res.status = "eval failed"
+            missing.append(f"{name} evaluation: failed ({type(e).__name__}: {e})")
+            (out / f"{name}_eval_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
         res.eval_seconds = time.perf_counter() - t
         stages.append(res)
         log("      " + _summary_line(res))
