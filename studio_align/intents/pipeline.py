@@ -359,9 +359,13 @@ def run_pipeline(
         if router_dir.exists():
             shutil.rmtree(router_dir)
         shutil.copytree(current, router_dir)
-        page = write_pipeline_report(
-            out / "report", stages, data, router_dir, cfg, missing, grading=grading
-        )
+        try:
+            page = write_pipeline_report(
+                out / "report", stages, data, router_dir, cfg, missing, grading=grading
+            )
+        except Exception as e:
+            missing.append(f"report: failed ({type(e).__name__}: {e})")
+            (out / "report_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
     (out / "summary.json").write_text(
         json.dumps(
             {
