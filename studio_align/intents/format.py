@@ -120,10 +120,29 @@ def _encode_text(tok: TokenizerLike, text: str) -> list[int]:
         return list(tok.encode(text))
 
 
-def encode_prompt(tok: TokenizerLike, request: Any) -> list[int]:
-    """`<bos>` + text tokens + attachment markers (fixed kind order) + `<plan>`."""
+MAX_TEXT_TOKENS = 96
+"""Text tokens kept per request. A routing intent lives in a sentence or two; bounding the
+prompt bounds the shapes a server must compile (prompt buckets 16..128) and the cost of a
+pasted essay. Training and routing truncate alike, so the model sees what it will serve."""
+
+
+def truncate_ids(ids: list[int], limit: int) -> list[int]:
+    """Keep the head and the tail (the request's verb and its last clause, e.g. "...and add
+    music") when `ids` is longer than `limit`."""
+    if len(ids) <= limit:
+        return ids
+    tail = limit // 4
+    return ids[: limit - tail] + ids[len(ids) - tail :]
+
+
+def encode_prompt(
+    tok: TokenizerLike, request: Any, *, max_text_tokens: int = MAX_TEXT_TOKENS
+) -> list[int]:
+    """`<bos>` + text tokens (at most `max_text_tokens`) + attachment markers (fixed kind
+    order) + `<plan>`."""
     text, atts = request_fields(request)
-    ids = [_id(tok, BOS), *_encode_text(tok, normalize_text(text))]
+    text_ids = truncate_ids(_encode_text(tok, normalize_text(text)), max_text_tokens)
+    ids = [_id(tok, BOS), *text_ids]
     ids += [_id(tok, attachment_token(k)) for k in ATTACHMENT_KINDS if k in atts]
     ids.append(_id(tok, PLAN))
     return ids

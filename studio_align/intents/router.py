@@ -37,8 +37,16 @@ import numpy as np
 from flax import nnx
 
 from studio_align.errors import CheckpointError
-from studio_align.intents.catalog import Catalog, Engine, default_catalog
-from studio_align.intents.format import check_tokenizer, encode_prompt, request_fields
+from studio_align.intents.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_catalog
+from studio_align.intents.format import (
+    BOS,
+    MAX_TEXT_TOKENS,
+    PAD,
+    PLAN,
+    check_tokenizer,
+    encode_prompt,
+    request_fields,
+)
 from studio_align.intents.grammar import PlanGrammar, compile_grammar
 
 ROUTER_FILE = "router.json"
@@ -310,12 +318,18 @@ class Router:
     ) -> tuple[list[list[int]], list[list[int]], np.ndarray]:
         """(prompt ids, completion ids incl. eos, plan log-probs) of greedy constrained decoding."""
         prompts, inits = self.encode(requests)
+        comps, logps = self._route_prompts(prompts, inits)
+        return prompts, comps, logps
+
+    def _route_prompts(
+        self, prompts: list[list[int]], inits: list[int]
+    ) -> tuple[list[list[int]], np.ndarray]:
         if self._sampler is not None:
             comps, logps = self._decode_sampler(prompts, inits)
         else:
             comps = self._decode_full(prompts, inits)
             logps = self.plan_logps(prompts, comps, inits)
-        return prompts, comps, logps
+        return comps, logps
 
     def route(
         self, requests: Sequence[Any], *, batch_size: int = 64
@@ -337,8 +351,21 @@ class Router:
         return plans, confs
 
     def warmup(self, batch_sizes: Sequence[int] = (1, 8, 64)) -> float:
-        """Compile the common buckets; returns seconds spent."""
+        """Compile every (batch, prompt-length) bucket a request can reach; returns seconds.
+
+        A prompt is at most `MAX_TEXT_TOKENS` text ids plus `<bos>`, attachment markers and
+        `<plan>`, so the decoder's power-of-two length buckets from 16 up to that bound
+        cover every request; routing prompts of each bucket's exact length compiles them.
+        """
         t0 = time.perf_counter()
+        longest = MAX_TEXT_TOKENS + len(ATTACHMENT_KINDS) + 2
+        lengths = [16]
+        while lengths[-1] < longest:
+            lengths.append(lengths[-1] * 2)
+        bos, plan, pad = (self.tokenizer.token_to_id(t) for t in (BOS, PLAN, PAD))
+        init = self.grammar.init_state(["image"])
         for b in batch_sizes:
-            self.route([{"text": "warm up the router", "attachments": ["image"]}] * b, batch_size=b)
+            for n in lengths:
+                prompt = [bos, *([pad] * (n - 2)), plan]
+                self._route_prompts([prompt] * b, [init] * b)
         return time.perf_counter() - t0

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import Field
 
 from studio_align.config import Strict
 from studio_align.intents.catalog import Catalog
@@ -55,6 +56,9 @@ class ServeConfig(Strict):
     feedback_log: str = "feedback/route_events.jsonl"
     abstain_below: float = 0.5
     max_batch: int = 64
+    # Batches are padded up to one of these sizes (repeating the last request), so only a
+    # few shapes are ever compiled; batch compute on CPU barely grows within a bucket.
+    batch_buckets: list[int] = Field(default_factory=lambda: [1, 4, 16, 64])
     max_wait_ms: float = 2.0
     max_body_bytes: int = 64 * 1024
     warmup: bool = True
@@ -68,18 +72,13 @@ def load_router(path: str) -> RouterLike:
     return Router.load(path)
 
 
-def batch_buckets(max_batch: int) -> list[int]:
-    """Powers of two up to `max_batch`: the batch shapes the sampler compiles."""
-    sizes, b = [], 1
-    while b < max_batch:
-        sizes.append(b)
-        b *= 2
-    return [*sizes, max_batch]
+def batch_buckets(max_batch: int, buckets: list[int]) -> list[int]:
+    """The batch sizes the server runs: the configured buckets below `max_batch`, then it."""
+    return sorted({b for b in buckets if 0 < b < max_batch} | {max_batch})
 
 
-def _warmup(router: RouterLike, max_batch: int) -> None:
+def _warmup(router: RouterLike, sizes: list[int]) -> None:
     """Compile every batch bucket up front so no live request triggers a compile."""
-    sizes = batch_buckets(max_batch)
     fn = getattr(router, "warmup", None)
     if callable(fn):
         fn(sizes)
@@ -111,6 +110,7 @@ class _State:
         self.metrics = Metrics()
         self.metrics.compile_count = _decode_compiles
         self.feedback = FeedbackLog(cfg.feedback_log)
+        self.sizes = batch_buckets(cfg.max_batch, cfg.batch_buckets)
         self.reload_lock = asyncio.Lock()
         self.batcher = DynamicBatcher(
             self._route_batch,
@@ -122,13 +122,18 @@ class _State:
     def _route_batch(self, items: list[dict[str, Any]]) -> list[tuple[list[str], float, str]]:
         router = self.router  # one reference for the whole batch: reload-safe
         assert router is not None
-        plans, confs = router.route(items)
-        return [(p, float(c), router.version) for p, c in zip(plans, confs, strict=True)]
+        size = next(b for b in self.sizes if b >= len(items))
+        padded = items + [items[-1]] * (size - len(items))
+        plans, confs = router.route(padded)
+        return [
+            (p, float(c), router.version)
+            for p, c in zip(plans[: len(items)], confs[: len(items)], strict=True)
+        ]
 
     def load(self, checkpoint: str) -> RouterLike:
         router = self.loader(checkpoint)
         if self.cfg.warmup:
-            _warmup(router, self.cfg.max_batch)
+            _warmup(router, self.sizes)
         return router
 
 
