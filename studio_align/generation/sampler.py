@@ -77,7 +77,8 @@ class Sampler:
 
     `eos_id` may be one id or several (e.g. Gemma's `<eos>` and `<end_of_turn>`).
     The sampler reads the model's current weights on every call, so it stays valid while
-    the model is trained in place.
+    the model is trained in place; `snapshot=True` reads them once (and on `refresh()`),
+    which is what a server wants.
     """
 
     def __init__(
@@ -88,8 +89,12 @@ class Sampler:
         pad_id: int = 0,
         pad_side: Literal["right", "left"] = "right",
         cache_dtype: Any = None,
+        snapshot: bool = False,
     ):
         self.model = model
+        # snapshot=True: split the model once (serving: ~7 ms a call saved on a 4M model);
+        # call refresh() after changing its weights. Default: re-read on every call.
+        self._split = nnx.split(model) if snapshot else None
         self.eos_ids = (eos_id,) if isinstance(eos_id, int) else tuple(int(e) for e in eos_id)
         if not self.eos_ids:
             raise ValueError("Sampler needs at least one eos id")
@@ -103,6 +108,11 @@ class Sampler:
     @classmethod
     def for_tokenizer(cls, model: Transformer, tokenizer: Any, **kwargs: Any) -> Sampler:
         return cls(model, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id or 0, **kwargs)
+
+    def refresh(self) -> None:
+        """Re-read the model's weights (only needed with `snapshot=True`)."""
+        if self._split is not None:
+            self._split = nnx.split(self.model)
 
     @property
     def compile_count(self) -> int:
@@ -156,7 +166,7 @@ class Sampler:
         cache = self._caches.pop((b, p + m), None)
         if cache is None:
             cache = self.model.init_cache(b, p + m, self.cache_dtype)
-        graphdef, state = nnx.split(self.model)
+        graphdef, state = self._split or nnx.split(self.model)
         out_tok, out_lp, out_len, cache = _generate(
             graphdef,
             state,

@@ -175,7 +175,7 @@ class Router:
             try:
                 from studio_align.generation.sampler import Sampler
 
-                self._sampler = Sampler.for_tokenizer(model, tokenizer)
+                self._sampler = Sampler.for_tokenizer(model, tokenizer, snapshot=True)
             except ImportError:
                 if decode == "sampler":
                     raise
@@ -221,7 +221,7 @@ class Router:
         if self._sampler is not None:
             from studio_align.generation.sampler import Sampler
 
-            self._sampler = Sampler.for_tokenizer(self.model, self.tokenizer)
+            self._sampler = Sampler.for_tokenizer(self.model, self.tokenizer, snapshot=True)
 
     def encode(self, requests: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
         prompts = [encode_prompt(self.tokenizer, r) for r in requests]

@@ -58,12 +58,14 @@ class ServeConfig(Strict):
     max_batch: int = 64
     # Batches are padded up to one of these sizes (repeating the last request), so only a
     # few shapes are ever compiled; batch compute on CPU barely grows within a bucket.
-    batch_buckets: list[int] = Field(default_factory=lambda: [1, 4, 16, 64])
+    batch_buckets: list[int] = Field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
     max_wait_ms: float = 2.0
     max_body_bytes: int = 64 * 1024
     warmup: bool = True
     watch_seconds: float = 0.0  # > 0: poll the checkpoint directory and reload on change
     admin_token: str | None = None
+    # XLA's persistent compilation cache: a restarted server warms up from disk in seconds.
+    compile_cache_dir: str | None = "~/.cache/studio-align/xla"
 
 
 def load_router(path: str) -> RouterLike:
