@@ -65,7 +65,7 @@ class QuickstartConfig(Strict):
         }
     )  # fmt: skip
     batch_size: int = 32
-    sft_steps: int = 500
+    sft_steps: int = 800
     sft_lr: float = 1e-3
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
     dpo_steps: int = 60
@@ -73,7 +73,7 @@ class QuickstartConfig(Strict):
     dpo_lr: float = 5e-5
     kto_steps: int = 40
     kto_lr: float = 1e-4
-    grpo_steps: int = 30
+    grpo_steps: int = 50
     grpo_group: int = 8
     grpo_prompts: int = 8
     grpo_lr: float = 1e-4
