@@ -31,7 +31,9 @@ class Engine:
             raise ValueError(f"engine step {self.name!r} must look like 'engine.task'")
         bad = set(self.needs) - set(MODALITIES)
         if bad or (self.makes is not None and self.makes not in MODALITIES):
-            raise ValueError(f"engine step {self.name!r}: unknown modality {sorted(bad) or self.makes}")
+            raise ValueError(
+                f"engine step {self.name!r}: unknown modality {sorted(bad) or self.makes}"
+            )
 
 
 DEFAULT_ENGINES: tuple[Engine, ...] = (
@@ -96,7 +98,9 @@ class Catalog:
     def plan_problems(self, plan: Sequence[str], attachments: Iterable[str] = ()) -> list[str]:
         """Why `plan` is invalid (empty list when valid)."""
         attachments = list(attachments)
-        problems = [f"unknown attachment kind {a!r}" for a in attachments if a not in ATTACHMENT_KINDS]
+        problems = [
+            f"unknown attachment kind {a!r}" for a in attachments if a not in ATTACHMENT_KINDS
+        ]
         if not plan:
             problems.append("empty plan")
         have = {"text", *attachments}
