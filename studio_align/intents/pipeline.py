@@ -293,6 +293,8 @@ def run_pipeline(
     t = time.perf_counter()
     data = prepare_data(out, cfg, catalog)
     n_logs = len(read_examples_safe(out / "data" / "creator_logs.jsonl"))
+    if "handwritten" not in data["eval_sets"]:
+        log(f"      (no source tree: {HANDWRITTEN} not found, handwritten set not evaluated)")
     log(
         f"      {len(data['splits']['train'])} labelled train, {len(data['splits']['heldout'])} held-out, "
         f"{n_logs} route events from {cfg.n_creators} creators, compiled in {time.perf_counter() - t:.1f}s"

@@ -57,7 +57,7 @@ def plot_slices(metrics: dict[str, Any], path: Path) -> str:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3))
     for ax, key, title in (
         (axes[0], "by_language", "By language"),
-        (axes[1], "by_plan_length", "By gold plan length"),
+        (axes[1], "by_plan_length", "By plan length (reference plan)"),
     ):
         sl = metrics[key]
         labels = [f"{k}\n(n={v['n']})" for k, v in sl.items()]
