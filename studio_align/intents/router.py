@@ -187,12 +187,20 @@ class Router:
 
     @classmethod
     def load(cls, path: str | Path, **kwargs: Any) -> Router:
-        """Load a router checkpoint directory (model bundle + `router.json`)."""
+        """Load a router checkpoint directory: a model bundle + `router.json`, or the same
+        exported to Hugging Face layout (`studio-align model export-hf`)."""
         from studio_align.training.bundle import load_model_bundle
 
         meta = load_router_meta(path)
-        bundle = load_model_bundle(path)
-        model, tok = bundle.model, bundle.tokenizer
+        d = Path(path)
+        if not (d / "bundle.json").exists() and (d / "config.json").exists():
+            from studio_align.models.hf import load_hf
+
+            hf = load_hf(d)
+            model, tok = hf.model, hf.tokenizer
+        else:
+            bundle = load_model_bundle(path)
+            model, tok = bundle.model, bundle.tokenizer
         version = kwargs.pop("version", None) or meta.get("version") or Path(path).name
         return cls(
             model,

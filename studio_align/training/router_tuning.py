@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from flax import nnx
 from pydantic import Field
@@ -26,7 +26,9 @@ class PolicySection(Strict):
     """`[model]`: the router checkpoint to start from (and to use as the reference)."""
 
     init_from: Path | None = None  # a router checkpoint directory (e.g. an SFT run's model/)
-    reference: Path | None = None  # default: init_from
+    base: Path | None = None  # or a Hugging Face Gemma 3 directory (router tokens are added)
+    base_dtype: Literal["float32", "bfloat16"] = "float32"
+    reference: Path | None = None  # default: init_from (or the base itself)
     lora: dict[str, Any] | None = None  # LoraConfig fields; set: train adapters only
 
 
@@ -55,9 +57,12 @@ def load_starting_point(section: PolicySection, *, seed: int = 0) -> StartingPoi
     from studio_align.intents.router import load_router_meta
     from studio_align.training.bundle import load_model_bundle
 
+    if section.base is not None:
+        return _base_starting_point(section, seed=seed)
     if section.init_from is None:
         raise ConfigError(
-            "model.init_from: set the router checkpoint to tune (e.g. an SFT run's model/)"
+            "model.init_from: set the router checkpoint to tune (e.g. an SFT run's model/), "
+            "or model.base to a Hugging Face Gemma 3 directory"
         )
     meta = load_router_meta(section.init_from)
     policy: Any = load_model_bundle(section.init_from)
@@ -79,6 +84,42 @@ def load_starting_point(section: PolicySection, *, seed: int = 0) -> StartingPoi
         catalog=meta["catalog_obj"],
         max_steps=int(meta["max_steps"]),
         wrt=wrt,
+    )
+
+
+def _base_starting_point(section: PolicySection, *, seed: int) -> StartingPoint:
+    """Policy and reference from a Hugging Face base: its tokenizer plus the router's tokens,
+    embedding rows added for them (as `train sft` does with `model.base`)."""
+    from studio_align.intents.catalog import default_catalog
+    from studio_align.intents.format import special_tokens
+    from studio_align.models.hf import add_special_tokens
+    from studio_align.models.tokenizer import Tokenizer
+    from studio_align.training.sft import ModelSection, build_model
+
+    if section.init_from is not None:
+        raise ConfigError("model.base: do not combine with model.init_from")
+    catalog = default_catalog()
+    tok = Tokenizer.load(section.base)
+    add_special_tokens(tok, special_tokens(catalog))
+
+    def load(lora: dict[str, Any] | None) -> Any:
+        ms = ModelSection(base=section.base, base_dtype=section.base_dtype, lora=lora)
+        return build_model(ms, tok.vocab_size, seed=seed, tokenizer=tok)
+
+    model = load(section.lora)
+    if section.reference is not None:
+        from studio_align.training.bundle import load_model_bundle
+
+        reference = load_model_bundle(section.reference).model
+    else:
+        reference = load(None)
+    return StartingPoint(
+        model=model,
+        reference=reference,
+        tokenizer=tok,
+        catalog=catalog,
+        max_steps=3,
+        wrt=nnx.LoRAParam if section.lora is not None else nnx.Param,
     )
 
 
