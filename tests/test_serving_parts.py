@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from studio_align.data.reader import LogReader
+from studio_align.intents.catalog import default_catalog
 from studio_align.serving.batcher import DynamicBatcher
-from studio_align.serving.feedback import FeedbackLog, route_event
+from studio_align.serving.feedback import FeedbackLog, check_route_event, route_event
 from studio_align.serving.metrics import Metrics
 
 
@@ -98,7 +100,7 @@ def _append_many(path: str, worker: int, n: int) -> None:
             final=["wan.image_to_video", "audio.music"],
             outcome="rerouted",
             creator=f"c{worker}",
-            session=None,
+            session=f"s{worker}",
         )
         log.append(ev)
 
@@ -128,16 +130,44 @@ def test_feedback_log_concurrent_writers_never_interleave(tmp_path: Path) -> Non
     assert len({e["id"] for e in events}) == len(events)
 
 
-def test_accepted_event_final_defaults_to_proposed() -> None:
-    ev = route_event(
-        request={"text": "hi", "attachments": []},
-        proposed=["audio.music"],
-        final=[],
-        outcome="accepted",
+def _event(outcome: str, proposed: list[str], final: list[str] | None, atts=("image",)) -> dict:
+    return route_event(
+        request={"text": "hi", "attachments": list(atts)},
+        proposed=proposed,
+        final=final,
+        outcome=outcome,
         creator="c1",
         session="s1",
     )
-    assert ev["final"] == ["audio.music"] and ev["session"] == "s1" and ev["ts"].endswith("Z")
+
+
+def test_feedback_events_are_exactly_what_the_log_reader_accepts(tmp_path: Path) -> None:
+    cat = default_catalog()
+    good = [
+        _event("accepted", ["wan.image_to_video"], None),
+        _event("accepted", ["wan.image_to_video"], ["wan.image_to_video"]),
+        _event("rerouted", ["wan.image_to_video"], ["wan.image_to_video", "audio.music"]),
+        _event("abandoned", ["wan.image_to_video"], ["ignored.for_abandoned"]),
+        _event(
+            "abandoned", ["runway.video_to_video"], None
+        ),  # a rejected proposal may be unsatisfiable
+    ]
+    bad = {
+        "differs": _event("accepted", ["wan.image_to_video"], ["audio.music"]),
+        "no final": _event("rerouted", ["wan.image_to_video"], None),
+        "unknown": _event("rerouted", ["wan.image_to_video"], ["nope.step"]),
+        "unsatisfiable": _event("rerouted", ["audio.music"], ["runway.video_to_video"], atts=()),
+    }
+    assert [check_route_event(e, cat) for e in good] == [None] * len(good)
+    reasons = {k: check_route_event(e, cat) for k, e in bad.items()}
+    assert all(reasons.values()), reasons
+    assert "nope.step" in str(reasons["unknown"]) and "needs video" in str(reasons["unsatisfiable"])
+    # and the reader agrees line for line
+    log = tmp_path / "fb.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in [*good, *bad.values()]))
+    reader = LogReader([log], catalog=cat)
+    assert len(list(reader)) == len(good)
+    assert reader.summary.invalid_count == len(bad)
 
 
 def test_metrics_render_prometheus_text() -> None:

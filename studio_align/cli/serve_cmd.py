@@ -15,7 +15,7 @@ def serve() -> None:
 @serve.command("router")
 @click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--host", default=None, help="Bind address [default: 127.0.0.1].")
-@click.option("--port", default=None, type=int, help="Port [default: 8000].")
+@click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port [default: 8000].")
 @click.option(
     "--feedback-log", default=None, help="JSONL file that /v1/feedback appends route events to."
 )

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -158,6 +158,34 @@ class Entry(NamedTuple):
     def image_path(self, image: str) -> str:
         """The absolute, normalised path of an image named in this event."""
         return os.path.normpath(os.path.join(self.base_dir, image))
+
+
+def route_problem(
+    event: RouteEvent,
+    steps: Container[str],
+    plan_problems: Callable[[tuple[str, ...], tuple[str, ...]], list[str]],
+) -> tuple[Reason, str] | None:
+    """What is wrong with a route event's plans in a catalog: an unknown step anywhere, or
+    an unsatisfiable plan the creator endorsed (a rejected proposal may be unsatisfiable).
+    Shared by the reader and the server's feedback endpoint, so both accept the same lines."""
+    plans = [("proposed", event.proposed)]
+    if event.final is not None:
+        plans.append(("final", event.final))
+    unknown = [
+        f"{name}[{i}] {step!r}"
+        for name, plan in plans
+        for i, step in enumerate(plan)
+        if step not in steps
+    ]
+    if unknown:
+        return Reason.UNKNOWN_STEP, "unknown step " + ", ".join(unknown)
+    preferred = event.preferred_plan
+    if preferred is not None:
+        problems = plan_problems(tuple(preferred), tuple(event.request.attachments))
+        if problems:
+            which = "final" if event.outcome == "rerouted" else "proposed"
+            return Reason.INVALID_PLAN, f"{which} plan ({event.outcome}): " + "; ".join(problems)
+    return None
 
 
 def expand_log_paths(
@@ -389,25 +417,7 @@ class LogReader:
 
     def _context_problem(self, event: AnyEvent, base_dir: str) -> tuple[Reason, str] | None:
         if isinstance(event, RouteEvent):
-            plans = [("proposed", event.proposed)]
-            if event.final is not None:
-                plans.append(("final", event.final))
-            unknown = [
-                f"{name}[{i}] {step!r}"
-                for name, plan in plans
-                for i, step in enumerate(plan)
-                if step not in self._steps
-            ]
-            if unknown:
-                return Reason.UNKNOWN_STEP, "unknown step " + ", ".join(unknown)
-            preferred = event.preferred_plan
-            if preferred is not None:
-                problems = self._plan_problems(tuple(preferred), tuple(event.request.attachments))
-                if problems:
-                    which = "final" if event.outcome == "rerouted" else "proposed"
-                    return Reason.INVALID_PLAN, f"{which} plan ({event.outcome}): " + "; ".join(
-                        problems
-                    )
+            return route_problem(event, self._steps, self._plan_problems)
         elif self.check_images:
             missing = []
             for loc, image in image_fields(event):

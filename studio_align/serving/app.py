@@ -11,7 +11,7 @@ running keeps the router it started with, so in-flight requests never fail.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -26,7 +26,7 @@ from pydantic import Field
 from studio_align.config import Strict
 from studio_align.intents.catalog import Catalog
 from studio_align.serving.batcher import DynamicBatcher
-from studio_align.serving.feedback import FeedbackLog, route_event
+from studio_align.serving.feedback import FeedbackLog, check_route_event, route_event
 from studio_align.serving.metrics import Metrics
 from studio_align.serving.schemas import (
     BatchRouteRequest,
@@ -38,6 +38,8 @@ from studio_align.serving.schemas import (
     RouteRequest,
     RouteResponse,
 )
+
+log = logging.getLogger("studio_align.serving")
 
 
 class RouterLike(Protocol):
@@ -268,12 +270,6 @@ def create_app(cfg: ServeConfig, *, loader: Callable[[str], RouterLike] = load_r
     @app.post("/v1/feedback", response_model=FeedbackResponse)
     async def feedback(body: FeedbackRequest) -> FeedbackResponse:
         catalog = state.router.catalog if state.router is not None else Catalog()
-        for field in ("proposed", "final"):
-            for step in getattr(body, field):
-                if step not in catalog:
-                    raise HTTPException(422, f"{field}: unknown step {step!r}")
-        if body.outcome == "rerouted" and not body.final:
-            raise HTTPException(422, "final: a rerouted outcome needs the final plan")
         event = route_event(
             request=body.request.model_dump(),
             proposed=body.proposed,
@@ -282,6 +278,9 @@ def create_app(cfg: ServeConfig, *, loader: Callable[[str], RouterLike] = load_r
             creator=body.creator,
             session=body.session,
         )
+        problem = check_route_event(event, catalog)
+        if problem is not None:
+            raise HTTPException(422, problem)
         await asyncio.to_thread(state.feedback.append, event)
         state.metrics.feedback += 1
         return FeedbackResponse(id=event["id"])
@@ -314,6 +313,7 @@ async def _reload(state: _State, checkpoint: str | None) -> ReloadResponse:
         try:
             new = await asyncio.to_thread(state.load, target)
         except Exception as e:
+            state.metrics.reload_failures += 1
             raise HTTPException(422, f"reload of {target!r} failed: {e}") from e
         previous = state.router.version if state.router is not None else ""
         state.router = new  # atomic swap; running batches keep their reference
@@ -335,5 +335,12 @@ async def _watch(state: _State) -> None:
         if now != stamp:
             stamp = now
             # a half-written checkpoint fails to load: keep serving, retry on the next change
-            with contextlib.suppress(HTTPException):
+            try:
                 await _reload(state, None)
+            except HTTPException as e:
+                state.metrics.reload_failures += 1
+                log.warning(
+                    "watched reload failed, still serving %s: %s",
+                    state.metrics.model_version,
+                    e.detail,
+                )

@@ -17,6 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from studio_align.data.reader import route_problem
+from studio_align.data.schemas import EVENT_ADAPTER, RouteEvent
+from studio_align.intents.catalog import Catalog
+
 
 class FeedbackLog:
     def __init__(self, path: str | Path) -> None:
@@ -45,24 +51,40 @@ def route_event(
     *,
     request: Mapping[str, Any],
     proposed: list[str],
-    final: list[str],
+    final: list[str] | None,
     outcome: str,
     creator: str,
-    session: str | None,
+    session: str,
 ) -> dict[str, Any]:
-    """Build a DESIGN.md `route` event (an accepted route's final plan is the proposed one)."""
-    if outcome == "accepted" and not final:
-        final = list(proposed)
+    """Build a DESIGN.md `route` event (`final` is kept only where the outcome has one)."""
     event: dict[str, Any] = {
         "type": "route",
         "id": f"fb-{uuid.uuid4().hex}",
         "ts": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "creator": creator,
+        "session": session,
         "request": {"text": request["text"], "attachments": list(request.get("attachments", []))},
         "proposed": list(proposed),
-        "final": list(final),
         "outcome": outcome,
     }
-    if session is not None:
-        event["session"] = session
+    if final is not None and outcome != "abandoned":
+        event["final"] = list(final)
     return event
+
+
+def check_route_event(event: Mapping[str, Any], catalog: Catalog) -> str | None:
+    """Why `event` would be an invalid log line (None when `data validate` accepts it).
+
+    The same schema and catalog checks as the log reader, so the feedback log never holds
+    a line that the next `data compile` would refuse.
+    """
+    try:
+        parsed = EVENT_ADAPTER.validate_json(json.dumps(event))  # exactly as the reader parses
+    except ValidationError as e:
+        return "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'event'}: {err['msg']}"
+            for err in e.errors()
+        )
+    assert isinstance(parsed, RouteEvent)
+    problem = route_problem(parsed, set(catalog.names), catalog.plan_problems)
+    return None if problem is None else problem[1]

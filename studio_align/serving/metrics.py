@@ -47,6 +47,7 @@ class Metrics:
         self.abstains = 0
         self.feedback = 0
         self.reloads = 0
+        self.reload_failures = 0
         self.model_version = ""
         self.compile_count: Callable[[], int] | None = None
 
@@ -73,6 +74,8 @@ class Metrics:
             lines.append(f"studio_align_feedback_total {self.feedback}")
             lines.append("# TYPE studio_align_reloads_total counter")
             lines.append(f"studio_align_reloads_total {self.reloads}")
+            lines.append("# TYPE studio_align_reload_failures_total counter")
+            lines.append(f"studio_align_reload_failures_total {self.reload_failures}")
             if self.compile_count is not None:
                 lines.append("# TYPE studio_align_decode_compiles gauge")
                 lines.append(f"studio_align_decode_compiles {self.compile_count()}")

@@ -50,10 +50,10 @@ class FeedbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     request: RouteRequest
     proposed: list[str] = Field(min_length=1, max_length=16)
-    final: list[str] = Field(default_factory=list, max_length=16)
+    final: list[str] | None = Field(default=None, max_length=16)  # required when rerouted
     outcome: Literal["accepted", "rerouted", "abandoned"]
     creator: str = Field(min_length=1, max_length=200)
-    session: str | None = Field(default=None, max_length=200)
+    session: str = Field(min_length=1, max_length=200)
 
 
 class FeedbackResponse(BaseModel):

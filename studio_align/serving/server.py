@@ -6,7 +6,7 @@ from pathlib import Path
 
 import uvicorn
 
-from studio_align.serving.app import ServeConfig, create_app
+from studio_align.serving.app import RouterLike, ServeConfig, create_app, load_router
 
 
 def enable_compile_cache(path: str | None) -> None:
@@ -21,7 +21,13 @@ def enable_compile_cache(path: str | None) -> None:
 
 def serve(cfg: ServeConfig, *, log_level: str = "warning") -> None:
     enable_compile_cache(cfg.compile_cache_dir)
-    app = create_app(cfg)
+    # Load before uvicorn starts, so a bad checkpoint is a one-line error, not a traceback.
+    preloaded: dict[str, RouterLike] = {cfg.checkpoint: load_router(cfg.checkpoint)}
+
+    def loader(path: str) -> RouterLike:
+        return preloaded.pop(path, None) or load_router(path)
+
+    app = create_app(cfg, loader=loader)
     uvicorn.run(
         app,
         host=cfg.host,
