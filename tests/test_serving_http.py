@@ -186,5 +186,5 @@ def test_reload_swaps_model_without_failing_in_flight_requests(server) -> None:
     assert client.post("/v1/route", json=req).json()["model_version"] == "v-b"
     missing = client.post("/admin/reload", json={"checkpoint": str(ck_a.parent / "nope")})
     assert missing.status_code == 422
-      assert client.post("/v1/route", json=req).json()["model_version"] == "v-b"  # still serving
+    assert client.post("/v1/route", json=req).json()["model_version"] == "v-b"  # still serving
     assert "studio_align_reload_failures_total 1" in client.get("/metrics").text
