@@ -36,5 +36,9 @@ class ModelLoadError(StudioAlignError):
     """A base model could not be loaded: unsupported architecture, missing or mismatched weight."""
 
 
+class TrainingError(StudioAlignError):
+    """Training diverged (a non-finite loss or gradient); nothing after it is saved."""
+
+
 class QualityGateError(StudioAlignError):
     """A trained model is below the configured quality floor and is refused for further use."""

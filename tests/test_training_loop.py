@@ -244,3 +244,25 @@ def test_epochs_and_step_indexed_batches() -> None:
     epoch0 = np.concatenate([src(0)["i"], src(1)["i"]])
     assert len(set(epoch0.tolist())) == 8  # no repeats within an epoch
     assert not np.array_equal(src(0)["i"], src(2)["i"])  # reshuffled next epoch
+
+
+def test_diverged_run_stops_before_checkpointing_nan_weights(tmp_path: Path) -> None:
+    from studio_align.errors import TrainingError
+    from studio_align.training.checkpoint import Checkpointer
+
+    model = MLP(16, 32, rngs=nnx.Rngs(0))
+    cfg = _cfg(tmp_path, steps=12, log_every=4)
+    cfg.checkpoint.every = 2
+    cfg.checkpoint.async_save = False
+    arrays = data(96)
+
+    def source(step: int) -> dict:
+        batch = {k: v[(step % 12) * 8 : (step % 12) * 8 + 8].copy() for k, v in arrays.items()}
+        if step == 5:  # a poisoned batch: the loss and every later parameter become NaN
+            batch["y"][:] = np.inf
+        return batch
+
+    with pytest.raises(TrainingError, match="step 6"):
+        train_loop(model, cfg.optim, mse, source, cfg)
+    saved = Checkpointer(tmp_path / "checkpoints", every=2, keep=10).all_steps()
+    assert max(saved) == 4  # the checkpoint after the poisoned step was never written

@@ -38,7 +38,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from pydantic import Field, model_validator
 
 from studio_align.config import Strict
-from studio_align.errors import CheckpointError, ConfigError, DataError
+from studio_align.errors import CheckpointError, ConfigError, DataError, TrainingError
 from studio_align.training.accumulate import LossFn, accumulated_grads
 from studio_align.training.batches import BatchSource, HostBatch, as_source
 from studio_align.training.checkpoint import CheckpointConfig, Checkpointer
@@ -252,6 +252,7 @@ def train_loop(
         s = step + 1
         if s % tc.log_every == 0 or s == steps:
             host = jax.device_get(window)
+            _check_finite(host, s, name)
             dt = time.perf_counter() - t_window
             last = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
             last["lr"] = float(schedule(step))
@@ -266,6 +267,7 @@ def train_loop(
         if eval_fn is not None and tc.eval_every and s % tc.eval_every == 0 and s != steps:
             evaluate(s)
         if ckpt.should_save(s, final=s == steps):
+            _check_finite(jax.device_get(window), s, name)  # never checkpoint a diverged model
             record = {
                 "step": s,
                 "data_position": s,
@@ -295,3 +297,16 @@ def train_loop(
         seconds=time.perf_counter() - t_start,
         history=history,
     )
+
+
+def _check_finite(window: list[dict[str, Any]], step: int, name: str) -> None:
+    """Stop at the first non-finite loss or gradient norm of a logging window."""
+    for i, m in enumerate(window):
+        for key in ("loss", "grad_norm"):
+            if key in m and not np.isfinite(float(m[key])):
+                at = step - len(window) + i + 1
+                raise TrainingError(
+                    f"{name}: {key} is {float(m[key])} at step {at}; the run diverged and "
+                    "nothing after the last checkpoint was saved (lower optim.learning_rate or "
+                    "check the data)"
+                )
