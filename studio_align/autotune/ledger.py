@@ -15,7 +15,6 @@ tree untouched.
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.errors import StudioAlignError
+from studio_align.jsonsafe import json_safe
 
 LEDGER = "ledger.jsonl"
 RESULTS = "results.tsv"
@@ -44,7 +44,7 @@ class Ledger:
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
         record = {"kind": kind, "time": round(time.time(), 3), **fields}
-        line = json.dumps(_jsonable(record), sort_keys=False, allow_nan=False)
+        line = json.dumps(json_safe(record), sort_keys=False, allow_nan=False)
         self.out.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(line + "\n")
@@ -72,17 +72,6 @@ class Ledger:
 
     def of_kind(self, kind: str) -> Iterator[dict[str, Any]]:
         return (r for r in self.records() if r["kind"] == kind)
-
-
-def _jsonable(obj: Any) -> Any:
-    """NaN/inf become None in the JSON (the status field says `nan`)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    return obj
 
 
 def write_results_tsv(out: str | Path, trials: list[dict[str, Any]]) -> Path:

@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any
 
 import click
 
 from studio_align.cli import main
+from studio_align.jsonsafe import json_safe
 
 
 @main.group("eval")
 def eval_group() -> None:
     """Evaluate trained models."""
-
-
-def _clean(x: Any) -> Any:
-    """JSON-safe: NaN becomes null."""
-    if isinstance(x, float) and math.isnan(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_clean(v) for v in x]
-    return x
 
 
 @eval_group.command("router")
@@ -57,7 +45,7 @@ def eval_router(
 
     fig = evaluate_checkpoint(checkpoint, data, report_dir=report_dir, batch_size=batch_size)
     if as_json:
-        click.echo(json.dumps(_clean(fig), ensure_ascii=False, indent=1))
+        click.echo(json.dumps(json_safe(fig), ensure_ascii=False, indent=1))
         return
     click.echo(f"{fig['n']} requests from {data}")
     click.echo(f"  exact-plan accuracy  {fig['exact_plan_accuracy']:.3f}")
