@@ -90,15 +90,15 @@ def load_starting_point(section: PolicySection, *, seed: int = 0) -> StartingPoi
 def _base_starting_point(section: PolicySection, *, seed: int) -> StartingPoint:
     """Policy and reference from a Hugging Face base: its tokenizer plus the router's tokens,
     embedding rows added for them (as `train sft` does with `model.base`)."""
-    from studio_align.intents.catalog import default_catalog
     from studio_align.intents.format import special_tokens
     from studio_align.models.hf import add_special_tokens
     from studio_align.models.tokenizer import Tokenizer
+    from studio_align.plugins import get_host
     from studio_align.training.sft import ModelSection, build_model
 
     if section.init_from is not None:
         raise ConfigError("model.base: do not combine with model.init_from")
-    catalog = default_catalog()
+    catalog = get_host().catalog  # the default engines plus any a plugin registers
     tok = Tokenizer.load(section.base)
     add_special_tokens(tok, special_tokens(catalog))
 
