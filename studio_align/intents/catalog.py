@@ -2,15 +2,23 @@
 
 A step is `engine.task`; it needs one of a set of input modalities that the request's
 attachments or an earlier step provide (text is always there) and makes one modality.
-The catalog is data: the default below, extendable by `studio_align_register_engines`.
+The catalog is data: the default lives in `engines.toml` beside this module (a platform
+replaces it with `STUDIO_ALIGN_CATALOG=FILE`), and plugins extend it through
+`studio_align_register_engines`.
 A plan is valid when every step's need is met in order; `allowed_next` is the same rule
 seen from the decoder's side and is what constrained decoding uses.
 """
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from studio_align.errors import ConfigError
 
 MODALITIES: tuple[str, ...] = ("text", "image", "video", "audio")
 ATTACHMENT_KINDS: tuple[str, ...] = ("image", "video", "audio")
@@ -36,18 +44,43 @@ class Engine:
             )
 
 
-DEFAULT_ENGINES: tuple[Engine, ...] = (
-    Engine("ideogram.text_to_image", frozenset({"text"}), "image", "generate an image from text"),
-    Engine("ideogram.edit_image", frozenset({"image"}), "image", "edit or restyle an image"),
-    Engine("wan.text_to_video", frozenset({"text"}), "video", "generate a video from text"),
-    Engine("wan.image_to_video", frozenset({"image"}), "video", "animate an image into a video"),
-    Engine("runway.video_to_video", frozenset({"video"}), "video", "restyle or edit a video"),
-    Engine("audio.music", frozenset({"text"}), "audio", "compose music"),
-    Engine("audio.speech", frozenset({"text"}), "audio", "synthesise speech / voice-over"),
-    Engine("storyboard.anime", frozenset({"text"}), "image", "draw an anime storyboard"),
-    Engine("ecommerce.product_shot", frozenset({"image"}), "image", "studio product photo"),
-    Engine("grading.film", frozenset({"image", "video"}), None, "film colour grading"),
-)
+def load_engines(path: str | Path | Traversable) -> list[Engine]:
+    """Engines from a TOML catalog file (`[[engine]]` tables: name, needs, makes, description).
+
+    Errors name the file and the engine at fault.
+    """
+    src = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{src}: cannot read engine catalog: {e}") from e
+    engines = []
+    for i, row in enumerate(data.get("engine", [])):
+        where = f"{src}: engine {i} ({row.get('name', '?')!r})"
+        unknown = set(row) - {"name", "needs", "makes", "description"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}")
+        try:
+            makes = row["makes"]
+            engines.append(
+                Engine(
+                    name=row["name"],
+                    needs=frozenset(row["needs"]),
+                    makes=None if makes == "same" else makes,
+                    description=row.get("description", ""),
+                )
+            )
+        except KeyError as e:
+            raise ConfigError(f"{where}: missing key {e}") from None
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{where}: {e}") from None
+    if not engines:
+        raise ConfigError(f"{src}: no [[engine]] tables")
+    return engines
+
+
+DEFAULT_CATALOG_FILE = files("studio_align.intents") / "engines.toml"
+DEFAULT_ENGINES: tuple[Engine, ...] = tuple(load_engines(DEFAULT_CATALOG_FILE))
 
 
 @dataclass
