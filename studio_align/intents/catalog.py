@@ -44,7 +44,7 @@ class Engine:
             )
 
 
-def load_engines(path: str | Path | Traversable) -> list[Engine]:
+def load_engines(path: Path | Traversable) -> list[Engine]:
     """Engines from a TOML catalog file (`[[engine]]` tables: name, needs, makes, description).
 
     Errors name the file and the engine at fault.

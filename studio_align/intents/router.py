@@ -193,6 +193,8 @@ class Router:
 
         meta = load_router_meta(path)
         d = Path(path)
+        model: Any
+        tok: Any
         if not (d / "bundle.json").exists() and (d / "config.json").exists():
             from studio_align.models.hf import load_hf
 

@@ -98,6 +98,7 @@ def _base_starting_point(section: PolicySection, *, seed: int) -> StartingPoint:
 
     if section.init_from is not None:
         raise ConfigError("model.base: do not combine with model.init_from")
+    assert section.base is not None
     catalog = get_host().catalog  # the default engines plus any a plugin registers
     tok = Tokenizer.load(section.base)
     add_special_tokens(tok, special_tokens(catalog))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
@@ -217,7 +217,7 @@ def build_model(
     if section.init_from is not None:
         from studio_align.training.bundle import load_model_bundle
 
-        model = load_model_bundle(section.init_from).model
+        model = cast(Transformer, load_model_bundle(section.init_from).model)
         if model.cfg.vocab_size != vocab_size:
             raise ConfigError(
                 f"model.init_from: vocab_size {model.cfg.vocab_size} != tokenizer's {vocab_size}"
@@ -307,7 +307,8 @@ def train_sft(
         else None
     )
     model = build_model(cfg.model, tokenizer.vocab_size, seed=cfg.train.seed, tokenizer=tokenizer)
-    wrt = nnx.LoRAParam if model.cfg.lora is not None and cfg.model.lora is not None else nnx.Param
+    has_lora = cast(Any, model).cfg.lora is not None
+    wrt = nnx.LoRAParam if has_lora and cfg.model.lora is not None else nnx.Param
 
     run_dir = Path(cfg.run_dir)
     if is_main_process():
