@@ -9,7 +9,7 @@ from pathlib import Path
 
 from studio_align.data.schemas import EVENT_ADAPTER
 from studio_align.intents.catalog import default_catalog
-from studio_align.intents.creators import Creator, demo_creator_data, make_creators
+from studio_align.intents.creators import Creator, demo_creator_data, majority_plans, make_creators
 from studio_align.intents.demo import demo_splits, generate_examples, read_examples, templates
 from studio_align.intents.demo_phrases import INTENTS
 from studio_align.intents.format import is_cjk, normalize_text
@@ -106,3 +106,26 @@ def test_handwritten_set_is_valid_bilingual_and_not_generated() -> None:
         assert not [c for c in chunks if c in text], text
     generated = {normalize_text(r["request"]["text"]) for r in generate_examples(5000, seed=0)}
     assert not generated & {normalize_text(r["request"]["text"]) for r in rows}
+
+
+def test_majority_plans_relabel_with_both_taste_flags() -> None:
+    cat = default_catalog()
+    rows = [
+        {
+            "request": {"text": "make a video of a cat", "attachments": []},
+            "plan": ["wan.text_to_video"],
+        },
+        {
+            "request": {"text": "film look please", "attachments": ["video"]},
+            "plan": ["grading.film"],
+        },
+        {"request": {"text": "a poster", "attachments": []}, "plan": ["ideogram.text_to_image"]},
+    ]
+    out = majority_plans(rows, cat)
+    assert [r["plan"] for r in out] == [
+        ["wan.text_to_video", "audio.music"],
+        ["runway.video_to_video", "audio.music"],
+        ["ideogram.text_to_image"],
+    ]
+    assert rows[0]["plan"] == ["wan.text_to_video"]  # inputs untouched
+    assert out[0]["request"] == rows[0]["request"]

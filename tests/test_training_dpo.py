@@ -13,6 +13,7 @@ from studio_align.training.dpo import (
     DPOConfig,
     evaluate_pairs,
     make_dpo_loss,
+    pair_logps,
     reference_logps,
 )
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
@@ -122,3 +123,18 @@ def test_loss_at_reference_is_log2() -> None:
     # policy == reference: the implicit reward margin is 0 and the sigmoid loss is log 2
     assert float(loss) == pytest.approx(np.log(2.0), rel=1e-4)
     assert abs(float(m["rewards/margin"])) < 1e-4
+
+
+def test_nll_alpha_adds_chosen_per_token_nll() -> None:
+    """RPO: the loss is DPO's plus alpha times the chosen completions' per-token NLL."""
+    model = _model(0)
+    pairs = _pairs(8, seed=4)
+    ref, _ = reference_logps(model, pairs, batch_size=8)
+    batch = {**pairs, **ref}
+    plain, _ = make_dpo_loss(DPOConfig())(model, batch)
+    rpo, m = make_dpo_loss(DPOConfig(nll_alpha=0.5))(model, batch)
+    out = pair_logps(model, batch)
+    nll = -np.mean(np.asarray(out["chosen_logps"]) / np.asarray(out["chosen_len"]))
+    assert nll > 0
+    assert float(m["loss/nll_chosen"]) == pytest.approx(nll, rel=1e-4)
+    assert float(rpo) == pytest.approx(float(plain) + 0.5 * nll, rel=1e-4)

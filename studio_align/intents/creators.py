@@ -65,6 +65,24 @@ class Creator:
         return out
 
 
+def majority_plans(
+    rows: Sequence[dict[str, Any]], catalog: Catalog | None = None
+) -> list[dict[str, Any]]:
+    """`rows` (labelled examples) relabelled with the majority creator's preferred plan.
+
+    The majority holds both taste flags, so this is the plan the best single router
+    would give; accuracy against it says whether a tuned router moved towards creators
+    on requests it was not tuned on (the held-out and handwritten sets) without
+    forgetting the rest, which accuracy against the original labels cannot tell apart.
+    """
+    cat = catalog or default_catalog()
+    maj = Creator("majority", music_on_video=True, runway_restyle=True, zh_fraction=0.5)
+    return [
+        {**r, "plan": maj.preferred_plan(r["plan"], r["request"].get("attachments", []), cat)}
+        for r in rows
+    ]
+
+
 def make_creators(
     n: int, *, seed: int = 0, p_music: float = 0.8, p_runway: float = 0.75, prefix: str = "c"
 ) -> list[Creator]:

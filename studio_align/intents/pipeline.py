@@ -40,7 +40,7 @@ from pydantic import Field
 
 from studio_align.config import Strict
 from studio_align.intents.catalog import Catalog, default_catalog
-from studio_align.intents.creators import demo_creator_data
+from studio_align.intents.creators import demo_creator_data, majority_plans
 from studio_align.intents.demo import demo_splits, read_examples, write_jsonl
 
 HANDWRITTEN = Path(__file__).resolve().parents[2] / "tests" / "data" / "handwritten_routing.jsonl"
@@ -71,12 +71,14 @@ class QuickstartConfig(Strict):
     dpo_steps: int = 60
     dpo_beta: float = 0.5
     dpo_lr: float = 5e-5
+    dpo_nll_alpha: float = 0.0  # RPO: + alpha * NLL of the chosen (creator-preferred) plans
     kto_steps: int = 40
     kto_lr: float = 1e-4
     grpo_steps: int = 50
     grpo_group: int = 8
     grpo_prompts: int = 8
     grpo_lr: float = 1e-4
+    grpo_beta: float = 0.0  # KL penalty to the stage's starting router
     eval_batch_size: int = 128
     grading: bool = True  # also run the colour-grading vertical's demo (reward model + GRPO)
 
@@ -101,6 +103,10 @@ class StageResult:
             "heldout_exact": f.get("heldout", {}).get("exact_plan_accuracy", nan),
             "creator_agreement": f.get("creators", {}).get("exact_plan_accuracy", nan),
             "handwritten_exact": f.get("handwritten", {}).get("exact_plan_accuracy", nan),
+            "heldout_majority_exact": f.get("heldout_majority", {}).get("exact_plan_accuracy", nan),
+            "handwritten_majority_exact": f.get("handwritten_majority", {}).get(
+                "exact_plan_accuracy", nan
+            ),
             "validity_rate": min(
                 (v["validity_rate"] for v in f.values() if "validity_rate" in v), default=nan
             ),
@@ -141,6 +147,10 @@ def prepare_data(out: Path, cfg: QuickstartConfig, catalog: Catalog) -> dict[str
     sets = {"heldout": splits["heldout"], "creators": creators["eval_preferred"]}
     if HANDWRITTEN.exists():
         sets["handwritten"] = read_examples(HANDWRITTEN)
+    # the same requests against the majority creator's preferred plan (see majority_plans)
+    for name in ("heldout", "handwritten"):
+        if name in sets:
+            sets[f"{name}_majority"] = majority_plans(sets[name], catalog)
     return {
         "splits": splits,
         "compiled": compiled,
@@ -194,7 +204,7 @@ def stage_dpo(out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Pat
             **_run_cfg(cfg, out / "stages" / "dpo", cfg.dpo_steps, cfg.dpo_lr),
             "model": {"init_from": start},
             "data": {"dir": data["compiled"]},
-            "dpo": {"beta": cfg.dpo_beta},
+            "dpo": {"beta": cfg.dpo_beta, "nll_alpha": cfg.dpo_nll_alpha},
         }
     )
     return Path(train_dpo(rc).checkpoint)
@@ -226,6 +236,7 @@ def stage_grpo(out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Pa
                 "group_size": cfg.grpo_group,
                 "prompts_per_step": cfg.grpo_prompts,
                 "seed": cfg.seed,
+                "beta": cfg.grpo_beta,
             },
             "optim": {"learning_rate": cfg.grpo_lr, "decay": "constant"},
             "rewards": {"intent_accuracy": 1.0, "plan_validity": 0.5},
@@ -258,7 +269,9 @@ def _summary_line(r: StageResult) -> str:
     return (
         f"{r.stage:<6} {r.status:<10} train {row['seconds']:>6.1f}s  eval {row['eval_seconds']:>5.1f}s  "
         f"held-out {_fmt(row['heldout_exact'])}  creators {_fmt(row['creator_agreement'])}  "
-        f"handwritten {_fmt(row['handwritten_exact'])}  valid {_fmt(row['validity_rate'])}"
+        f"handwritten {_fmt(row['handwritten_exact'])}  valid {_fmt(row['validity_rate'])}  "
+        f"(majority preference: held-out {_fmt(row['heldout_majority_exact'])}, "
+        f"handwritten {_fmt(row['handwritten_majority_exact'])})"
     )
 
 

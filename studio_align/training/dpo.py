@@ -57,6 +57,9 @@ class DPOConfig(Strict):
     beta: float = Field(default=0.1, gt=0)  # DPO beta / IPO tau / SimPO beta / ORPO lambda
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)  # cDPO / robust DPO noise rate
     simpo_gamma: float = 0.5  # SimPO target margin
+    # RPO (Pang et al. 2024): + nll_alpha * per-token NLL of the chosen completion, which
+    # keeps the chosen plans likely instead of only widening the margin (0 = plain DPO)
+    nll_alpha: float = Field(default=0.0, ge=0)
     ref_batch_size: int = Field(default=32, ge=1)  # rows per reference forward pass
     cache_dir: Path | None = None  # default: RUN_DIR/ref_cache
 
@@ -96,6 +99,11 @@ def _normalised(
     )
 
 
+def chosen_nll(out: Mapping[str, jax.Array]) -> jax.Array:
+    """Mean per-token negative log-likelihood of the chosen completions (RPO's SFT term)."""
+    return -jnp.mean(out["chosen_logps"] / jnp.maximum(out["chosen_len"], 1.0))
+
+
 def make_dpo_loss(cfg: DPOConfig) -> Callable[[nnx.Module, Mapping[str, jax.Array]], tuple]:
     """`loss_fn(model, batch) -> (loss, metrics)` for the configured variant."""
     norm = cfg.loss_type in LENGTH_NORMALISED
@@ -126,11 +134,17 @@ def make_dpo_loss(cfg: DPOConfig) -> Callable[[nnx.Module, Mapping[str, jax.Arra
                 label_smoothing=ls,
             )
 
+    alpha = cfg.nll_alpha
+
     def loss_fn(model: nnx.Module, batch: Mapping[str, jax.Array]) -> tuple:
         out = pair_logps(model, batch)
         c, r = _normalised(out, norm)
         loss, metrics = objective(c, r, batch)
         metrics = dict(metrics)
+        if alpha > 0:
+            nll = chosen_nll(out)
+            loss = loss + alpha * nll
+            metrics["loss/nll_chosen"] = jax.lax.stop_gradient(nll)
         metrics["logps/chosen"] = jax.lax.stop_gradient(jnp.mean(c))
         metrics["logps/rejected"] = jax.lax.stop_gradient(jnp.mean(r))
         return loss, metrics
