@@ -68,10 +68,12 @@ class QuickstartConfig(Strict):
     sft_steps: int = 800
     sft_lr: float = 1e-3
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
-    dpo_steps: int = 60
+    dpo_steps: int = 150
     dpo_beta: float = 0.5
-    dpo_lr: float = 5e-5
-    dpo_nll_alpha: float = 0.0  # RPO: + alpha * NLL of the chosen (creator-preferred) plans
+    dpo_lr: float = 1e-4
+    # RPO: + alpha * NLL of the chosen (creator-preferred) plans; 150 steps at 1e-4 with
+    # alpha 2 chosen on the compiled logs' held-out creators (docs/router.md)
+    dpo_nll_alpha: float = 2.0
     kto_steps: int = 40
     kto_lr: float = 1e-4
     grpo_steps: int = 50
