@@ -48,6 +48,7 @@ from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.training.accumulate import accumulated_grads
 from studio_align.training.checkpoint import CheckpointConfig, Checkpointer
+from studio_align.training.loop import check_finite
 from studio_align.training.mesh import (
     MeshConfig,
     batch_parallelism,
@@ -394,6 +395,7 @@ class GRPOTrainer:
         result = GRPOResult(steps=steps or self.cfg.steps)
         for s in range(self.step_count + 1, result.steps + 1):
             m = self.step()
+            check_finite([m], s, "grpo")  # never log on or checkpoint a diverged policy
             self.step_count = s
             m["step"] = s
             result.history.append(m)

@@ -252,7 +252,7 @@ def train_loop(
         s = step + 1
         if s % tc.log_every == 0 or s == steps:
             host = jax.device_get(window)
-            _check_finite(host, s, name)
+            check_finite(host, s, name)
             dt = time.perf_counter() - t_window
             last = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
             last["lr"] = float(schedule(step))
@@ -267,7 +267,7 @@ def train_loop(
         if eval_fn is not None and tc.eval_every and s % tc.eval_every == 0 and s != steps:
             evaluate(s)
         if ckpt.should_save(s, final=s == steps):
-            _check_finite(jax.device_get(window), s, name)  # never checkpoint a diverged model
+            check_finite(jax.device_get(window), s, name)  # never checkpoint a diverged model
             record = {
                 "step": s,
                 "data_position": s,
@@ -299,7 +299,7 @@ def train_loop(
     )
 
 
-def _check_finite(window: list[dict[str, Any]], step: int, name: str) -> None:
+def check_finite(window: list[dict[str, Any]], step: int, name: str) -> None:
     """Stop at the first non-finite loss or gradient norm of a logging window."""
     for i, m in enumerate(window):
         for key in ("loss", "grad_norm"):
