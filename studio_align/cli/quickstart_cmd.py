@@ -24,8 +24,8 @@ def quickstart(out_dir: Path, overrides: tuple[str, ...]) -> None:
     """Generate demo creator logs, train the router (SFT -> DPO -> GRPO), evaluate, report.
 
     Leaves OUT/router/ (the final router checkpoint, for `eval router` and `serve
-    router`) and OUT/report/index.html. Stages whose trainer is unavailable are skipped
-    and named in the output.
+    router`) and OUT/report/index.html. A stage that fails is named in the output, the
+    others still run and report, and the command exits non-zero.
     """
     from studio_align.config import apply_overrides, validate
     from studio_align.intents.pipeline import QuickstartConfig, run_pipeline
@@ -39,3 +39,6 @@ def quickstart(out_dir: Path, overrides: tuple[str, ...]) -> None:
     result = run_pipeline(out_dir, cfg, log=log)
     if result.router is None:
         raise click.ClickException("no router was trained; see the messages above")
+    failed = [m for m in result.missing if "failed" in m]
+    if failed:  # the report is written, but a broken stage is not a success
+        raise click.ClickException("stages failed: " + "; ".join(failed))

@@ -21,7 +21,7 @@ logs moved the router towards what creators actually want; *handwritten*
 (`tests/data/handwritten_routing.jsonl`, when the source tree is there) asks whether it
 generalises beyond the generator at all.
 
-A stage whose trainer is not importable is reported as missing and skipped; the run
+A stage that fails is reported (traceback in OUT/<stage>_error.txt) and the run
 goes on with what exists and says so, rather than failing or pretending.
 """
 
@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from studio_align.config import Strict
-from studio_align.intents.catalog import Catalog, default_catalog
+from studio_align.intents.catalog import Catalog
 from studio_align.intents.creators import demo_creator_data, majority_plans
 from studio_align.intents.demo import demo_splits, read_examples, write_jsonl
 
@@ -290,12 +290,9 @@ def run_pipeline(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if catalog is None:
-        try:
-            from studio_align.plugins import get_host
+        from studio_align.plugins import get_host
 
-            catalog = get_host().catalog
-        except ImportError:
-            catalog = default_catalog()
+        catalog = get_host().catalog
     t0 = time.perf_counter()
     plan = ["sft"]
     if cfg.preference in ("dpo", "dpo+kto"):
@@ -336,12 +333,6 @@ def run_pipeline(
         t = time.perf_counter()
         try:
             ckpt = runners[name]()
-        except ImportError as e:
-            res.status = "missing"
-            missing.append(f"{name}: trainer not available ({e})")
-            log(f"      {name}: MISSING, trainer not available ({e}); continuing without it")
-            stages.append(res)
-            continue
         except Exception as e:  # a broken stage must not hide the others' results
             res.status = "failed"
             missing.append(f"{name}: failed ({type(e).__name__}: {e})")
@@ -422,10 +413,6 @@ def run_grading(
         from studio_align.verticals.grading.demo import run_grading_demo
 
         rep = run_grading_demo(out / "grading", seed=cfg.seed, quick=True)
-    except ImportError as e:
-        missing.append(f"grading: not available ({e})")
-        log(f"      grading: MISSING ({e})")
-        return None
     except Exception as e:
         missing.append(f"grading: failed ({type(e).__name__}: {e})")
         (out / "grading_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
