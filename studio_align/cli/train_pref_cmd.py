@@ -7,12 +7,28 @@ trainer and prints the figures. Library errors become exit code 2 in `cli/__init
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
 
 
 def _rounded(d: dict[str, float]) -> dict[str, float]:
     return {k: round(float(v), 4) for k, v in d.items()}
+
+
+def _preference_summary(res: Any, **extra: Any) -> dict[str, Any]:
+    """What a DPO or KTO run reports (both return the same result shape)."""
+    return {
+        "checkpoint": str(res.checkpoint),
+        "run_dir": str(res.run_dir),
+        "steps": res.train.step,
+        "seconds": round(res.train.seconds, 2),
+        "reference_cache_hit": res.reference_cache_hit,
+        **extra,
+        "train": _rounded(res.metrics),
+        "heldout_before": _rounded(res.heldout_before),
+        "heldout_after": _rounded(res.heldout_after),
+    }
 
 
 @train.command("dpo")
@@ -22,19 +38,7 @@ def dpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     from studio_align.training.dpo import DPORunConfig, train_dpo
 
     res = train_dpo(load_run_config(DPORunConfig, config, overrides))
-    echo_result(
-        {
-            "checkpoint": str(res.checkpoint),
-            "run_dir": str(res.run_dir),
-            "steps": res.train.step,
-            "seconds": round(res.train.seconds, 2),
-            "reference_cache_hit": res.reference_cache_hit,
-            "train": _rounded(res.metrics),
-            "heldout_before": _rounded(res.heldout_before),
-            "heldout_after": _rounded(res.heldout_after),
-        },
-        as_json,
-    )
+    echo_result(_preference_summary(res), as_json)
 
 
 @train.command("kto")
@@ -44,20 +48,7 @@ def kto(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     from studio_align.training.kto import KTORunConfig, train_kto
 
     res = train_kto(load_run_config(KTORunConfig, config, overrides))
-    echo_result(
-        {
-            "checkpoint": str(res.checkpoint),
-            "run_dir": str(res.run_dir),
-            "steps": res.train.step,
-            "seconds": round(res.train.seconds, 2),
-            "reference_cache_hit": res.reference_cache_hit,
-            "desirable_weight": round(res.desirable_weight, 4),
-            "train": _rounded(res.metrics),
-            "heldout_before": _rounded(res.heldout_before),
-            "heldout_after": _rounded(res.heldout_after),
-        },
-        as_json,
-    )
+    echo_result(_preference_summary(res, desirable_weight=round(res.desirable_weight, 4)), as_json)
 
 
 @train.command("grpo")
