@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -152,6 +153,14 @@ def make_dpo_loss(cfg: DPOConfig) -> Callable[[nnx.Module, Mapping[str, jax.Arra
     return loss_fn
 
 
+@partial(jax.jit, static_argnames=("graphdef", "norm"))
+def _score_pairs(
+    graphdef: Any, state: Any, batch: Mapping[str, jax.Array], *, norm: bool
+) -> tuple[jax.Array, jax.Array]:
+    """(chosen, rejected) log-probs; module level so every evaluation reuses one compile."""
+    return _normalised(pair_logps(nnx.merge(graphdef, state), batch), norm)
+
+
 def reference_logps(
     ref_model: nnx.Module,
     pairs: Mapping[str, np.ndarray],
@@ -168,10 +177,8 @@ def reference_logps(
     graphdef, state = nnx.split(ref_model)
     fields = _pair_fields(pairs)
 
-    @jax.jit
     def score(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        model = nnx.merge(graphdef, state)
-        c, r = _normalised(pair_logps(model, batch), norm)
+        c, r = _score_pairs(graphdef, state, batch, norm=norm)
         return {"ref_chosen_logps": c, "ref_rejected_logps": r}
 
     arrays, _, hit = cached_arrays(
@@ -202,9 +209,8 @@ def evaluate_pairs(
     graphdef, state = nnx.split(model)
     fields = _pair_fields(pairs)
 
-    @jax.jit
     def score(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        c, r = _normalised(pair_logps(nnx.merge(graphdef, state), batch), length_normalised)
+        c, r = _score_pairs(graphdef, state, batch, norm=length_normalised)
         return {"c": c, "r": r}
 
     s = batched_apply(score, fields, batch_size=batch_size)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -98,6 +99,12 @@ def make_kto_loss(
     return loss_fn
 
 
+@partial(jax.jit, static_argnames=("graphdef",))
+def _score_samples(graphdef: Any, state: Any, batch: Mapping[str, jax.Array]) -> Any:
+    """Sample and KL-pair log-probs; module level so every evaluation reuses one compile."""
+    return sample_logps(nnx.merge(graphdef, state), batch)
+
+
 def reference_logps(
     ref_model: nnx.Module,
     samples: Mapping[str, np.ndarray],
@@ -109,9 +116,8 @@ def reference_logps(
     graphdef, state = nnx.split(ref_model)
     fields = {k: samples[k] for k in FIELDS}
 
-    @jax.jit
     def score(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        lp, kl = sample_logps(nnx.merge(graphdef, state), batch)
+        lp, kl = _score_samples(graphdef, state, batch)
         return {"ref_logps": lp, "ref_kl_logps": kl}
 
     arrays, _, hit = cached_arrays(
@@ -138,9 +144,8 @@ def evaluate_samples(
     graphdef, state = nnx.split(model)
     fields = {k: samples[k] for k in FIELDS}
 
-    @jax.jit
     def score(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        lp, kl = sample_logps(nnx.merge(graphdef, state), batch)
+        lp, kl = _score_samples(graphdef, state, batch)
         return {"lp": lp, "kl": kl}
 
     s = batched_apply(score, fields, batch_size=batch_size)
