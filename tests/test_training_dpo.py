@@ -138,3 +138,18 @@ def test_nll_alpha_adds_chosen_per_token_nll() -> None:
     assert nll > 0
     assert float(m["loss/nll_chosen"]) == pytest.approx(nll, rel=1e-4)
     assert float(rpo) == pytest.approx(float(plain) + 0.5 * nll, rel=1e-4)
+
+
+def test_evaluations_reuse_one_compile() -> None:
+    from studio_align.models.config import ModelConfig
+    from studio_align.models.transformer import Transformer
+    from studio_align.training import dpo
+    from studio_align.training.preference_data import pack_pairs
+    from studio_align.training.toy import VOCAB, preference_pairs
+
+    pairs = pack_pairs(*preference_pairs(32, seed=0), pad_id=0)
+    before = dpo._score_pairs._cache_size()
+    for seed in (0, 1, 2):  # a new model (as after each training window) each time
+        m = Transformer(ModelConfig.tiny(vocab_size=VOCAB), rngs=nnx.Rngs(seed))
+        dpo.evaluate_pairs(m, pairs, batch_size=16)
+    assert dpo._score_pairs._cache_size() - before <= 1
