@@ -19,7 +19,6 @@ Design choices:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -31,17 +30,19 @@ from flax import nnx
 from pydantic import Field
 
 from studio_align.algorithms import dpo_loss, orpo_loss, simpo_loss
-from studio_align.config import Strict, dump_toml
+from studio_align.config import Strict
 from studio_align.models.logprobs import token_logps
 from studio_align.training.batches import ArrayBatches
-from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
+from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.preference_data import pack_pairs, route_pairs
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
 from studio_align.training.router_tuning import (
     PolicySection,
+    PreferenceResult,
     RecordsSection,
     StartingPoint,
     load_starting_point,
+    prepare_run_dir,
     read_split,
     save_tuned_router,
 )
@@ -234,17 +235,6 @@ class DPORunConfig(TrainRunConfig):
     dpo: DPOConfig = Field(default_factory=DPOConfig)
 
 
-@dataclass
-class PreferenceResult:
-    metrics: dict[str, float]  # last logged training window
-    heldout_before: dict[str, float]  # held-out figures of the starting point
-    heldout_after: dict[str, float]
-    checkpoint: Path  # the tuned router checkpoint
-    run_dir: Path
-    reference_cache_hit: bool
-    train: TrainResult
-
-
 def train_dpo(cfg: DPORunConfig, *, start: StartingPoint | None = None) -> PreferenceResult:
     """Tune a router with the configured DPO-family loss on `route_dpo_pairs` records."""
     start = start or load_starting_point(cfg.model, seed=cfg.train.seed)
@@ -260,9 +250,7 @@ def train_dpo(cfg: DPORunConfig, *, start: StartingPoint | None = None) -> Prefe
         if held_records
         else None
     )
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    run_dir = prepare_run_dir(cfg)
     cache_dir = cfg.dpo.cache_dir or run_dir / "ref_cache"
     norm = cfg.dpo.loss_type in LENGTH_NORMALISED
     arrays: dict[str, np.ndarray] = dict(train_pairs)

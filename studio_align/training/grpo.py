@@ -512,6 +512,7 @@ def train_grpo(
     """Tune a router with GRPO on `routing_examples` prompts and plugin rewards."""
     from studio_align.training.router_tuning import (
         load_starting_point,
+        prepare_run_dir,
         read_split,
         save_tuned_router,
     )
@@ -533,11 +534,7 @@ def train_grpo(
     max_prompt_len = cfg.data.max_len or -(-longest // 8) * 8
     policy = router_policy(start, cfg.sampling, max_prompt_len=max_prompt_len)
     reward_fn = plugin_reward_fn(rewards, cfg.rewards, context={"catalog": start.catalog})
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    from studio_align.config import dump_toml
-
-    (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    run_dir = prepare_run_dir(cfg)
     trainer = GRPOTrainer(
         policy, start.model, train, reward_fn, cfg.grpo, cfg.optim,
         ref_model=start.reference if cfg.grpo.beta > 0 else None,

@@ -27,17 +27,19 @@ from flax import nnx
 from pydantic import Field
 
 from studio_align.algorithms import kto_loss
-from studio_align.config import Strict, dump_toml
+from studio_align.config import Strict
 from studio_align.models.logprobs import token_logps
 from studio_align.training.batches import ArrayBatches
-from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
+from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.preference_data import pack_unpaired, route_samples
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
 from studio_align.training.router_tuning import (
     PolicySection,
+    PreferenceResult,
     RecordsSection,
     StartingPoint,
     load_starting_point,
+    prepare_run_dir,
     read_split,
     save_tuned_router,
 )
@@ -177,15 +179,8 @@ class KTORunConfig(TrainRunConfig):
 
 
 @dataclass
-class KTOResult:
-    metrics: dict[str, float]
-    heldout_before: dict[str, float]
-    heldout_after: dict[str, float]
-    checkpoint: Path
-    run_dir: Path
-    reference_cache_hit: bool
-    desirable_weight: float
-    train: TrainResult
+class KTOResult(PreferenceResult):
+    desirable_weight: float = 1.0  # weight of desirable samples (balanced if not set)
 
 
 def train_kto(cfg: KTORunConfig, *, start: StartingPoint | None = None) -> KTOResult:
@@ -204,9 +199,7 @@ def train_kto(cfg: KTORunConfig, *, start: StartingPoint | None = None) -> KTORe
         if len(held_cols[0]) >= 2
         else None
     )
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    run_dir = prepare_run_dir(cfg)
     cache_dir = cfg.kto.cache_dir or run_dir / "ref_cache"
     ref, hit = reference_logps(
         start.reference, train, batch_size=cfg.kto.ref_batch_size, cache_dir=cache_dir

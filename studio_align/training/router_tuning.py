@@ -151,12 +151,41 @@ def read_split(section: RecordsSection, name: str, split: str) -> list[Any]:
     return [r.model_dump() for r in read_records(section.dir, name, split)]
 
 
+def prepare_run_dir(cfg: Any) -> Path:
+    """Create `cfg.run_dir` and record the resolved config there (main process only)."""
+    from studio_align.config import dump_toml
+    from studio_align.training.distributed import is_main_process
+
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if is_main_process():
+        (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    return run_dir
+
+
+@dataclass
+class PreferenceResult:
+    """What a DPO or KTO run returns."""
+
+    metrics: dict[str, float]  # last logged training window
+    heldout_before: dict[str, float]  # held-out figures of the starting point
+    heldout_after: dict[str, float]
+    checkpoint: Path  # the tuned router checkpoint
+    run_dir: Path
+    reference_cache_hit: bool
+    train: Any  # the loop's TrainResult
+
+
 def save_tuned_router(
     run_dir: Path, start: StartingPoint, *, trained_by: str, metrics: Mapping[str, float]
 ) -> Path:
+    """Write the tuned router to `RUN_DIR/model` (main process only; others just return it)."""
     from studio_align.intents.router import save_router
+    from studio_align.training.distributed import is_main_process
 
     path = Path(run_dir) / "model"
+    if not is_main_process():
+        return path
     save_router(
         path,
         start.model,
