@@ -34,8 +34,8 @@ from flax import nnx
 
 
 def _setup(vocab: int, seed: int) -> dict:
+    from studio_align.catalog import default_catalog
     from studio_align.data.compile import compile_logs, read_records
-    from studio_align.intents.catalog import default_catalog
     from studio_align.intents.creators import demo_creator_data
     from studio_align.intents.demo import write_jsonl
     from studio_align.intents.format import build_tokenizer

@@ -173,7 +173,7 @@ def bench_decode(cfg: ModelConfig, batch: int, new_tokens: int, prompt_len: int 
 
 
 def bench_tokenizer(vocab_size: int = 2048) -> dict:
-    from studio_align.intents.catalog import default_catalog
+    from studio_align.catalog import default_catalog
     from studio_align.intents.demo import generate_examples
     from studio_align.intents.format import normalize_text, special_tokens
 

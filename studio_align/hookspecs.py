@@ -91,6 +91,16 @@ def studio_align_register_commands(cli: Any) -> None:
 
 
 @hookspec
+def studio_align_register_tasks(register: Callable[..., None]) -> None:
+    """Register trainable tasks: `register(TaskSpec | factory, name=None, description=None)`.
+
+    A factory takes no arguments and returns an object satisfying `studio_align.tasks.Task`
+    (built on first use). Built-in: `router`, `grading`; `train sft|dpo|kto|grpo` take
+    `task = "NAME"` in the run config.
+    """
+
+
+@hookspec
 def studio_align_on_metrics(run: str, step: int, metrics: Mapping[str, float]) -> None:
     """Receive training metrics (loggers such as TensorBoard plug in here).
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from flax import nnx
 
-from studio_align.intents.catalog import default_catalog
+from studio_align.catalog import default_catalog
 from studio_align.intents.demo import generate_examples
 from studio_align.intents.format import build_tokenizer
 from studio_align.intents.router import save_router

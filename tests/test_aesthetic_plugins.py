@@ -8,7 +8,7 @@ from flax import nnx
 
 from studio_align.errors import RewardError
 from studio_align.plugins import PluginHost, score_batch
-from studio_align.plugins import aesthetics as aest
+from studio_align.reward_models import plugin as aest
 from studio_align.reward_models.color_stats import FEATURE_DIM, ColorStatsEncoder
 from studio_align.reward_models.preference import PreferenceModel
 from studio_align.reward_models.scorer import AestheticScorer

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from studio_align.catalog import DEFAULT_ENGINES, load_engines
 from studio_align.errors import ConfigError
-from studio_align.intents.catalog import DEFAULT_ENGINES, load_engines
 from studio_align.plugins import PluginHost
 
 DESIGN_ORDER = [

@@ -15,8 +15,8 @@ from studio_align.cli import main
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Compiled route logs of simulated creators and a tiny (untrained) router checkpoint."""
+    from studio_align.catalog import default_catalog
     from studio_align.data.compile import compile_logs
-    from studio_align.intents.catalog import default_catalog
     from studio_align.intents.creators import demo_creator_data
     from studio_align.intents.demo import write_jsonl
     from studio_align.intents.format import build_tokenizer

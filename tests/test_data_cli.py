@@ -119,7 +119,7 @@ def test_plugin_engines_are_known_steps(tmp_path):
     plugin = tmp_path / "acme_engines.py"
     plugin.write_text(
         "from studio_align.hookspecs import hookimpl\n"
-        "from studio_align.intents.catalog import Engine\n\n"
+        "from studio_align.catalog import Engine\n\n"
         "@hookimpl\n"
         "def studio_align_register_engines(register):\n"
         "    register(Engine('acme.upscale', frozenset({'image'}), None))\n"

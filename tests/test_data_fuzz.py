@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from studio_align.catalog import default_catalog
 from studio_align.data.reader import LogReader
 from studio_align.data.synth import image_pool, make_event
-from studio_align.intents.catalog import default_catalog
 
 MAX_LINE = 2048
 CATALOG = default_catalog()

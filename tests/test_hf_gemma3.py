@@ -222,7 +222,7 @@ def test_legacy_config_spelling() -> None:
 
 
 def test_router_tokens_extend_vocab(hf_dir: Path) -> None:
-    from studio_align.intents.catalog import default_catalog
+    from studio_align.catalog import default_catalog
     from studio_align.intents.format import encode_plan, special_tokens
 
     h = load_hf(hf_dir)
@@ -323,7 +323,7 @@ def test_cli_inspect_and_export(hf_dir: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from studio_align.cli import main
-    from studio_align.training.bundle import save_model_bundle
+    from studio_align.models.bundle import save_model_bundle
 
     r = CliRunner().invoke(main, ["model", "inspect-hf", str(hf_dir), "--json"])
     assert r.exit_code == 0, r.output

@@ -128,7 +128,7 @@ def test_merged_lora_round_trip(reference, tmp_path: Path) -> None:  # type: ign
 
 
 def test_saved_tokenizer_loads_in_transformers(tmp_path: Path) -> None:
-    from studio_align.intents.catalog import default_catalog
+    from studio_align.catalog import default_catalog
     from studio_align.intents.format import special_tokens
     from studio_align.models.config import ModelConfig
     from studio_align.models.hf import add_special_tokens, extend_vocab

@@ -10,8 +10,8 @@ import numpy as np
 from flax import nnx
 from serving_helpers import make_router_checkpoint
 
+from studio_align.catalog import default_catalog
 from studio_align.data.compile import compile_logs
-from studio_align.intents.catalog import default_catalog
 from studio_align.intents.demo import generate_examples
 from studio_align.intents.format import normalize_text
 from studio_align.intents.router import Router

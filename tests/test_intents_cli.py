@@ -8,8 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner
 from flax import nnx
 
+from studio_align.catalog import default_catalog
 from studio_align.cli import main
-from studio_align.intents.catalog import default_catalog
 from studio_align.intents.demo import generate_examples, write_jsonl
 from studio_align.intents.format import build_tokenizer
 from studio_align.intents.router import save_router

@@ -7,8 +7,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from studio_align.catalog import default_catalog
 from studio_align.data.schemas import EVENT_ADAPTER
-from studio_align.intents.catalog import default_catalog
 from studio_align.intents.creators import Creator, demo_creator_data, majority_plans, make_creators
 from studio_align.intents.demo import demo_splits, generate_examples, read_examples, templates
 from studio_align.intents.demo_phrases import INTENTS

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from studio_align.intents.catalog import default_catalog
+from studio_align.catalog import default_catalog
 from studio_align.intents.demo import generate_examples
 from studio_align.intents.evaluate import calibration, evaluate_routes, first_step_confusion
 from studio_align.intents.report import write_report

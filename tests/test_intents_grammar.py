@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from studio_align.intents.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_catalog
+from studio_align.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_catalog
 from studio_align.intents.format import encode_plan, special_tokens
 from studio_align.intents.grammar import compile_grammar
 from studio_align.models.tokenizer import Tokenizer

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from studio_align.intents.catalog import default_catalog
+from studio_align.catalog import default_catalog
 from studio_align.intents.demo import generate_examples
 from studio_align.intents.format import (
     build_tokenizer,

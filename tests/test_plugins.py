@@ -9,10 +9,10 @@ from types import MappingProxyType
 import click
 import pytest
 
+from studio_align.catalog import DEFAULT_ENGINES, Engine
 from studio_align.errors import ConfigError, PluginError
 from studio_align.hookspecs import EncoderSpec, hookimpl
-from studio_align.intents.catalog import DEFAULT_ENGINES, Engine
-from studio_align.plugins import BUILTIN_PLUGINS, PluginHost, Reward, get_host, set_host, using_host
+from studio_align.plugins import PluginHost, Reward, get_host, set_host, using_host
 
 
 @pytest.fixture
@@ -42,12 +42,12 @@ def test_builtins_register_through_hooks(host):
     assert set(host.rewards) >= {"intent_accuracy", "plan_validity"}
     assert host.catalog.names == [e.name for e in DEFAULT_ENGINES]
     infos = {i.name: i for i in host.describe()}
-    assert set(BUILTIN_PLUGINS) <= set(infos)
-    routing = infos["studio_align.plugins.routing"]
+    assert {"catalog", "routing", "aesthetics"} <= set(infos)
+    routing = infos["routing"]
     assert routing.origin == "builtin"
     assert routing.hooks == ["studio_align_register_rewards"]
     assert routing.rewards == ["intent_accuracy", "plan_validity"]
-    assert infos["studio_align.plugins.catalog"].engines == [e.name for e in DEFAULT_ENGINES]
+    assert infos["catalog"].engines == [e.name for e in DEFAULT_ENGINES]
 
 
 def test_fake_plugin_registered_and_unregistered(host):
@@ -76,7 +76,7 @@ def test_duplicate_reward_names_both_plugins_and_hook(host):
 
 def test_duplicate_builtin_reward_names_builtin_plugin(host):
     host.register(RewardPlugin("plan_validity"), name="copycat")
-    with pytest.raises(PluginError, match=r"studio_align.plugins.routing.*'copycat'"):
+    with pytest.raises(PluginError, match=r"routing.*'copycat'"):
         host.rewards  # noqa: B018
 
 
@@ -89,7 +89,7 @@ def test_duplicate_engine_and_encoder(host):
     host.register(Engines(), name="wan-fork")
     with pytest.raises(
         PluginError,
-        match=r"engine 'wan.image_to_video'.*studio_align.plugins.catalog.*'wan-fork'.*studio_align_register_engines",
+        match=r"engine 'wan.image_to_video'.*catalog.*'wan-fork'.*studio_align_register_engines",
     ):
         host.catalog  # noqa: B018
 
@@ -272,7 +272,7 @@ def test_env_and_module_origins(tmp_path, monkeypatch):
     assert origins["sa_env_module_plugin"] == "env"
     assert origins["envfile"] == "env"
     assert origins["sa_cli_module_plugin"] == "module"
-    assert origins["studio_align.plugins.routing"] == "builtin"
+    assert origins["routing"] == "builtin"
     for mod in ("sa_env_module_plugin", "sa_cli_module_plugin"):
         sys.modules.pop(mod, None)
 
@@ -353,9 +353,9 @@ def test_default_host_is_cached_and_swappable():
 def test_blocked_plugins_are_skipped(tmp_path):
     path = write_plugin(tmp_path, "blockme", "import not_installed_anywhere_xyz\n")
     env = {
-        "STUDIO_ALIGN_BLOCK_PLUGINS": "studio_align.plugins.routing, blockme",
+        "STUDIO_ALIGN_BLOCK_PLUGINS": "routing, blockme",
         "STUDIO_ALIGN_PLUGINS": str(path),
     }
     h = PluginHost.default(entry_points=False, env=env)
     assert "intent_accuracy" not in h.rewards
-    assert "studio_align.plugins.catalog" in {i.name for i in h.describe()}
+    assert "catalog" in {i.name for i in h.describe()}

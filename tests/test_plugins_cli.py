@@ -58,14 +58,14 @@ def plugins_json(runner, *args):
 
 def test_plugins_list_shows_builtins(runner):
     plugins = plugins_json(runner)
-    routing = plugins["studio_align.plugins.routing"]
+    routing = plugins["routing"]
     assert routing["origin"] == "builtin"
     assert routing["hooks"] == ["studio_align_register_rewards"]
     assert routing["rewards"] == ["intent_accuracy", "plan_validity"]
-    assert "grading.film" in plugins["studio_align.plugins.catalog"]["engines"]
+    assert "grading.film" in plugins["catalog"]["engines"]
     text = runner.invoke(main, ["plugins", "list"])
     assert text.exit_code == 0
-    assert "studio_align.plugins.routing  [builtin]" in text.output
+    assert "routing  [builtin]" in text.output
     assert "rewards: intent_accuracy, plan_validity" in text.output
 
 

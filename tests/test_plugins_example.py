@@ -64,7 +64,7 @@ def test_installed_example_is_listed_with_entry_point_origin(site):
     assert bs["source"] == "studio-align-brand-safety 0.1.0"
     assert bs["hooks"] == ["studio_align_register_rewards"]
     assert bs["rewards"] == ["brand_safety"]
-    assert plugins["studio_align.plugins.routing"]["origin"] == "builtin"
+    assert plugins["routing"]["origin"] == "builtin"
 
 
 def test_not_installed_means_not_listed():

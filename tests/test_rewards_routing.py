@@ -7,15 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from studio_align.catalog import Engine, default_catalog
 from studio_align.hookspecs import hookimpl
-from studio_align.intents.catalog import Engine, default_catalog
-from studio_align.plugins import PluginHost
-from studio_align.plugins.routing import (
+from studio_align.intents.plugin import (
     intent_accuracy,
     lcs_length,
     ordered_step_f1,
     plan_validity,
 )
+from studio_align.plugins import PluginHost
 
 I2V, MUSIC, T2I, EDIT = (
     "wan.image_to_video",
@@ -101,7 +101,7 @@ def test_bad_plan_type_is_a_reward_error_naming_reward():
     host = PluginHost()
     host.load_builtins()
     with pytest.raises(
-        RewardError, match=r"reward 'intent_accuracy' \(plugin studio_align.plugins.routing\)"
+        RewardError, match=r"reward 'intent_accuracy' \(plugin routing\)"
     ):
         host.score_batch(
             ["intent_accuracy"], {"plans": ["wan.image_to_video"], "gold_plans": [[I2V]]}

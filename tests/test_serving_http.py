@@ -8,8 +8,8 @@ import httpx
 import pytest
 from serving_helpers import ServerProcess, make_router_checkpoint
 
+from studio_align.catalog import default_catalog
 from studio_align.data.reader import LogReader
-from studio_align.intents.catalog import default_catalog
 
 CAT = default_catalog()
 THRESHOLD = 0.6

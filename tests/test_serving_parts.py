@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from studio_align.catalog import default_catalog
 from studio_align.data.reader import LogReader
-from studio_align.intents.catalog import default_catalog
 from studio_align.serving.batcher import DynamicBatcher
 from studio_align.serving.feedback import FeedbackLog, check_route_event, route_event
 from studio_align.serving.metrics import Metrics

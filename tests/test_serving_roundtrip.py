@@ -16,7 +16,7 @@ import httpx
 import pytest
 from serving_helpers import ServerProcess, make_router_checkpoint
 
-from studio_align.intents.catalog import default_catalog
+from studio_align.catalog import default_catalog
 
 REQUEST = {"text": "turn this photo of my cat into a short clip", "attachments": ["image"]}
 

@@ -11,10 +11,10 @@ import pytest
 from flax import nnx
 
 from studio_align.config import validate
+from studio_align.models.bundle import load_model_bundle, save_model_bundle
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 from studio_align.training.batches import ArrayBatches
-from studio_align.training.bundle import load_model_bundle, save_model_bundle
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.sft import encode_pairs, make_eval_fn, padded_length, sft_loss
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import click
 
+from studio_align.catalog import Catalog
 from studio_align.cli import main
 from studio_align.data.compile import InvalidLogError, compile_logs
 from studio_align.data.reader import InvalidLine, ReadSummary, validate_logs
 from studio_align.data.schemas import EVENT_TYPES
 from studio_align.errors import DataError
-from studio_align.intents.catalog import Catalog
 from studio_align.plugins import get_host
 
 

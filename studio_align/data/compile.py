@@ -47,6 +47,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel
 
+from studio_align.catalog import Catalog
 from studio_align.data.reader import AnyEvent, Entry, InvalidLine, LogReader, ReadSummary
 from studio_align.data.schemas import (
     EVENT_TYPES,
@@ -58,7 +59,6 @@ from studio_align.data.schemas import (
 )
 from studio_align.data.split import SPLITS, assign_split, group_key
 from studio_align.errors import DataError
-from studio_align.intents.catalog import Catalog
 
 RECORD_NAMES: tuple[str, ...] = tuple(RECORD_MODELS)
 MANIFEST = "manifest.json"

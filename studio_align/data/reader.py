@@ -36,6 +36,7 @@ from typing import IO, Any, NamedTuple
 
 from pydantic import ValidationError
 
+from studio_align.catalog import Catalog, default_catalog
 from studio_align.data.schemas import (
     EVENT_ADAPTER,
     EVENT_TYPES,
@@ -47,7 +48,6 @@ from studio_align.data.schemas import (
     image_fields,
 )
 from studio_align.errors import DataError
-from studio_align.intents.catalog import Catalog, default_catalog
 
 AnyEvent = SelectionEvent | RouteEvent | RetouchEvent | RatingEvent
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from studio_align.intents.catalog import ATTACHMENT_KINDS, Catalog, default_catalog
+from studio_align.catalog import ATTACHMENT_KINDS, Catalog, default_catalog
 
 GRADING_PARAMS: tuple[str, ...] = ("exposure", "contrast", "saturation", "temperature", "tint")
 _WORDS = [

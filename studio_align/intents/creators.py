@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from studio_align.intents.catalog import Catalog, default_catalog
+from studio_align.catalog import Catalog, default_catalog
 from studio_align.intents.demo import LANGS, Split, make_example, render_request
 from studio_align.intents.demo_phrases import EDIT, GRADE, I2V, INTENTS, MUSIC, V2V, Intent
 

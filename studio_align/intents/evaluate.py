@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from studio_align.intents.catalog import Catalog, default_catalog
+from studio_align.catalog import Catalog, default_catalog
 from studio_align.intents.format import is_cjk, request_fields
-from studio_align.plugins.routing import ordered_step_f1
+from studio_align.intents.plugin import ordered_step_f1
 
 Plan = Sequence[str]
 NONE_STEP = "<none>"

@@ -23,8 +23,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from studio_align.catalog import ATTACHMENT_KINDS, Catalog
 from studio_align.errors import DataError
-from studio_align.intents.catalog import ATTACHMENT_KINDS, Catalog
 
 PAD, BOS, EOS, UNK, PLAN = "<pad>", "<bos>", "<eos>", "<unk>", "<plan>"
 BASE_SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK, PLAN)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from studio_align.intents.catalog import ATTACHMENT_KINDS, Catalog
+from studio_align.catalog import ATTACHMENT_KINDS, Catalog
 from studio_align.intents.format import EOS, PAD, TokenizerLike, step_token
 
 _BIT = {kind: 1 << i for i, kind in enumerate(ATTACHMENT_KINDS)}

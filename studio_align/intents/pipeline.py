@@ -38,8 +38,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from studio_align.catalog import Catalog
 from studio_align.config import Strict
-from studio_align.intents.catalog import Catalog
 from studio_align.intents.creators import demo_creator_data, majority_plans
 from studio_align.intents.demo import demo_splits, read_examples, write_jsonl
 

@@ -18,7 +18,7 @@ full forward passes without a cache, and by tests that check the two agree).
 Shapes are bucketed (batch and length rounded up to powers of two), so routing a new
 batch of a seen bucket never recompiles; `warmup()` compiles the buckets up front.
 
-A router checkpoint is a model bundle directory (`studio_align.training.bundle`:
+A router checkpoint is a model bundle directory (`studio_align.models.bundle`:
 model config, weights, `tokenizer.json`) plus `router.json` with the catalog and the
 grammar's `max_steps`; `Router.load(path)` reads both, `save_router` writes both.
 """
@@ -36,8 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from studio_align.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_catalog
 from studio_align.errors import CheckpointError
-from studio_align.intents.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_catalog
 from studio_align.intents.format import (
     BOS,
     MAX_TEXT_TOKENS,
@@ -111,7 +111,7 @@ def save_router(
     **extra: Any,
 ) -> Path:
     """Save model + tokenizer as a bundle (training's `save_model_bundle`) plus `router.json`."""
-    from studio_align.training.bundle import save_model_bundle
+    from studio_align.models.bundle import save_model_bundle
 
     save_model_bundle(path, model, tokenizer)
     save_router_meta(path, catalog, max_steps=max_steps, **extra)
@@ -189,7 +189,7 @@ class Router:
     def load(cls, path: str | Path, **kwargs: Any) -> Router:
         """Load a router checkpoint directory: a model bundle + `router.json`, or the same
         exported to Hugging Face layout (`studio-align model export-hf`)."""
-        from studio_align.training.bundle import load_model_bundle
+        from studio_align.models.bundle import load_model_bundle
 
         meta = load_router_meta(path)
         d = Path(path)

@@ -365,7 +365,7 @@ def export_hf(
     LoRA is merged; `router.json` is copied when present, so the exported directory
     still carries the catalog and plan-grammar settings next to the weights.
     """
-    from studio_align.training.bundle import load_model_bundle
+    from studio_align.models.bundle import load_model_bundle
 
     bundle = load_model_bundle(checkpoint)
     if not isinstance(bundle.model, Transformer):

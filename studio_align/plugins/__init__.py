@@ -1,27 +1,17 @@
-"""Plugins: the host (discovery, validation, hook calls) and the built-in plugins.
+"""Plugins: the host (discovery, validated registration, hook calls).
 
-Built-in plugins are ordinary plugin modules listed in `BUILTIN_PLUGINS`; the host
-registers them through the very same hooks as third-party ones (origin `builtin`).
-To add one, write `studio_align/plugins/<name>.py` with `studio_align_*` hook functions
-and append its module name here.
-
-The host lives in `host.py` (a module `studio_align/plugins.py` cannot sit beside this
-package); everything callers need is re-exported here.
+Built-in plugins live beside the product they adapt (`intents/plugin.py`,
+`reward_models/plugin.py`, `verticals/grading/plugin.py`) plus the engine catalog here
+(`plugins/catalog.py`); all are declared as studio-align's own entry points in group
+`studio_align`, exactly as a third party declares its plugin, so the host never imports a
+product. Everything callers need is re-exported here.
 """
 
 from __future__ import annotations
 
-BUILTIN_PLUGINS: list[str] = [
-    "studio_align.plugins.catalog",
-    "studio_align.plugins.routing",
-    "studio_align.plugins.aesthetics",
-    "studio_align.plugins.encoders",
-]
-
-from studio_align.hookspecs import Encoder, EncoderSpec, hookimpl  # noqa: E402
-from studio_align.plugins.host import (  # noqa: E402
-    BLOCK_ENV_VAR,
-    ENV_VAR,
+from studio_align.hookspecs import Encoder, EncoderSpec, hookimpl
+from studio_align.plugins.discovery import BLOCK_ENV_VAR, ENV_VAR
+from studio_align.plugins.host import (
     ORIGINS,
     PluginHost,
     PluginInfo,
@@ -29,11 +19,11 @@ from studio_align.plugins.host import (  # noqa: E402
     set_host,
     using_host,
 )
-from studio_align.rewards import Reward, RewardScores, score_batch  # noqa: E402
+from studio_align.rewards import Reward, RewardScores, score_batch
+from studio_align.tasks import StartingPoint, Task, TaskSpec
 
 __all__ = [
     "BLOCK_ENV_VAR",
-    "BUILTIN_PLUGINS",
     "ENV_VAR",
     "ORIGINS",
     "Encoder",
@@ -42,6 +32,9 @@ __all__ = [
     "PluginInfo",
     "Reward",
     "RewardScores",
+    "StartingPoint",
+    "Task",
+    "TaskSpec",
     "get_host",
     "hookimpl",
     "score_batch",

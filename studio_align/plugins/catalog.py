@@ -1,6 +1,6 @@
 """Built-in plugin: the engine catalog, registered like any plugin's.
 
-The default is `intents/engines.toml` (DESIGN.md's table); `STUDIO_ALIGN_CATALOG=FILE`
+The default is `engines.toml` (DESIGN.md's table); `STUDIO_ALIGN_CATALOG=FILE`
 names a platform's own catalog file of the same shape instead.
 
 Third-party plugins add engines through the same hook; their steps follow these in
@@ -13,8 +13,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from studio_align.catalog import DEFAULT_ENGINES, Engine, load_engines
 from studio_align.hookspecs import hookimpl
-from studio_align.intents.catalog import DEFAULT_ENGINES, Engine, load_engines
 
 CATALOG_ENV = "STUDIO_ALIGN_CATALOG"
 

@@ -19,18 +19,11 @@ Design choices:
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib
-import importlib.metadata
-import importlib.util
 import inspect
 import os
-import re
-import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -38,23 +31,24 @@ import click
 import pluggy
 
 from studio_align import hookspecs
-from studio_align.errors import ConfigError, PluginError, RewardError
+from studio_align.catalog import Catalog
+from studio_align.errors import ConfigError, PluginError
 from studio_align.hookspecs import HOOK_PREFIX, PROJECT, EncoderSpec
-from studio_align.intents.catalog import Catalog, Engine
+from studio_align.plugins.discovery import BLOCK_ENV_VAR, ENV_VAR, Discovery
+from studio_align.plugins.registry import (
+    ENCODERS_HOOK,
+    ENGINES_HOOK,
+    REWARDS_HOOK,
+    TASKS_HOOK,
+    Registry,
+)
 from studio_align.rewards import Reward, RewardScores, score_batch
+from studio_align.tasks import TaskSpec
 
-ENV_VAR = "STUDIO_ALIGN_PLUGINS"
-BLOCK_ENV_VAR = "STUDIO_ALIGN_BLOCK_PLUGINS"
-ENTRY_POINT_GROUP = PROJECT
 ORIGINS = ("builtin", "entry point", "file", "module", "env", "manual")
 
-REWARDS_HOOK = "studio_align_register_rewards"
-ENCODERS_HOOK = "studio_align_register_encoders"
-ENGINES_HOOK = "studio_align_register_engines"
 COMMANDS_HOOK = "studio_align_register_commands"
 METRICS_HOOK = "studio_align_on_metrics"
-
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
 
 @dataclass
@@ -68,18 +62,11 @@ class PluginInfo:
     rewards: list[str] = field(default_factory=list)
     encoders: list[str] = field(default_factory=list)
     engines: list[str] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class _Registry:
-    rewards: dict[str, Reward] = field(default_factory=dict)
-    encoders: dict[str, EncoderSpec] = field(default_factory=dict)
-    catalog: Catalog = field(default_factory=lambda: Catalog(engines=[]))
-    engine_owner: dict[str, str] = field(default_factory=dict)
 
 
 class _Manager(pluggy.PluginManager):
@@ -108,14 +95,14 @@ def _one_line(text: str) -> str:
     return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
-class PluginHost:
+class PluginHost(Discovery):
     """Loads plugins, validates what they register, and calls their hooks."""
 
     def __init__(self) -> None:
         self.pm = _Manager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self._origin: dict[str, tuple[str, str]] = {}
-        self._registry: _Registry | None = None
+        self._registry: Registry | None = None
         self._commands: dict[str, click.Command] | None = None
         self._command_owner: dict[str, str] = {}
         self.blocked: set[str] = set()
@@ -188,80 +175,6 @@ class PluginHost:
         self._origin.pop(name, None)
         self._invalidate()
 
-    def load_module(self, module: str, *, origin: str = "module") -> str:
-        """Import `module` and register it as a plugin named after it."""
-        if module in self.blocked:
-            return module
-        try:
-            mod = importlib.import_module(module)
-        except Exception as e:
-            raise PluginError(
-                f"plugin {module!r} ({origin}): import failed: {type(e).__name__}: {e}"
-            ) from e
-        return self.register(mod, name=module, origin=origin, source=module)
-
-    def load_file(self, path: str | Path, *, origin: str = "file") -> str:
-        """Execute a `.py` file as a module and register it, named after the file."""
-        p = Path(path).expanduser().resolve()
-        if p.stem in self.blocked:
-            return p.stem
-        if not p.is_file():
-            raise PluginError(f"plugin file {str(path)!r} ({origin}): not found")
-        digest = hashlib.sha1(str(p).encode()).hexdigest()[:10]
-        stem = re.sub(r"\W", "_", p.stem)
-        modname = f"_studio_align_plugin_{stem}_{digest}"
-        mod = sys.modules.get(modname)
-        if mod is None:
-            spec = importlib.util.spec_from_file_location(modname, p)
-            if spec is None or spec.loader is None:
-                raise PluginError(f"plugin file {str(p)!r} ({origin}): cannot be loaded as Python")
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[modname] = mod
-            try:
-                spec.loader.exec_module(mod)
-            except Exception as e:
-                del sys.modules[modname]
-                raise PluginError(
-                    f"plugin {p.stem!r} (file {p}): import failed: {type(e).__name__}: {e}"
-                ) from e
-        return self.register(mod, name=p.stem, origin=origin, source=str(p))
-
-    def load(self, spec: str, *, origin: str | None = None) -> str:
-        """Load a module name or a `.py` file path (what `--plugin` takes)."""
-        spec = spec.strip()
-        if spec.endswith(".py") or os.sep in spec or "/" in spec:
-            return self.load_file(spec, origin=origin or "file")
-        return self.load_module(spec, origin=origin or "module")
-
-    def load_env(self, value: str | None = None) -> list[str]:
-        """Load the comma-separated modules/files of `STUDIO_ALIGN_PLUGINS` (or `value`)."""
-        value = os.environ.get(ENV_VAR, "") if value is None else value
-        return [self.load(s, origin="env") for s in value.split(",") if s.strip()]
-
-    def load_builtins(self) -> list[str]:
-        """Register the built-in plugins (`studio_align.plugins.BUILTIN_PLUGINS`)."""
-        from studio_align.plugins import BUILTIN_PLUGINS
-
-        return [self.load_module(m, origin="builtin") for m in BUILTIN_PLUGINS]
-
-    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
-        """Register every installed distribution's entry point in `group`."""
-        names = []
-        for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
-            if ep.name in self.blocked:
-                continue
-            dist = getattr(ep, "dist", None)
-            source = f"{dist.name} {dist.version}" if dist is not None else ep.value
-            try:
-                obj = ep.load()
-            except Exception as e:
-                raise PluginError(
-                    f"plugin {ep.name!r} (entry point {ep.value} of {source}): import failed: "
-                    f"{type(e).__name__}: {e} (set {BLOCK_ENV_VAR}={ep.name} to skip it)"
-                ) from e
-            names.append(self.register(obj, name=ep.name, origin="entry point", source=source))
-        return names
-
     # ---------------------------------------------------------------- hook calls
     def _invalidate(self) -> None:
         self._registry = None
@@ -283,115 +196,19 @@ class PluginHost:
                 f"plugin {impl.plugin_name!r} raised {type(e).__name__} in hook {hook_name}: {e}"
             ) from e
 
-    def _collect(self) -> _Registry:
+    def _collect(self) -> Registry:
         if self._registry is None:
-            reg = _Registry()
-            for impl in self._impls(ENGINES_HOOK):
-                self._call(
-                    impl, ENGINES_HOOK, register=self._engine_register(reg, impl.plugin_name)
-                )
-            for impl in self._impls(ENCODERS_HOOK):
-                self._call(
-                    impl, ENCODERS_HOOK, register=self._encoder_register(reg, impl.plugin_name)
-                )
-            for impl in self._impls(REWARDS_HOOK):
-                self._call(
-                    impl, REWARDS_HOOK, register=self._reward_register(reg, impl.plugin_name)
-                )
+            reg = Registry()
+            for hook, make in (
+                (ENGINES_HOOK, reg.engine_register),
+                (ENCODERS_HOOK, reg.encoder_register),
+                (REWARDS_HOOK, reg.reward_register),
+                (TASKS_HOOK, reg.task_register),
+            ):
+                for impl in self._impls(hook):
+                    self._call(impl, hook, register=make(impl.plugin_name))
             self._registry = reg
         return self._registry
-
-    @staticmethod
-    def _check_name(kind: str, name: Any, plugin: str, hook: str) -> str:
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise PluginError(
-                f"plugin {plugin!r}, hook {hook}: invalid {kind} name {name!r} "
-                "(letters, digits, '_', '.', '-'; pass name=...)"
-            )
-        return name
-
-    def _reward_register(self, reg: _Registry, plugin: str) -> Callable[..., None]:
-        def register(
-            reward: Reward | Callable[..., Any],
-            name: str | None = None,
-            *,
-            description: str | None = None,
-        ) -> None:
-            if isinstance(reward, Reward):
-                fn, default_desc = reward.fn, reward.description
-                default_name: str | None = reward.name
-            elif callable(reward):
-                fn, default_name = reward, getattr(reward, "__name__", None)
-                default_desc = (inspect.getdoc(reward) or "").strip().split("\n")[0]
-            else:
-                raise PluginError(
-                    f"plugin {plugin!r}, hook {REWARDS_HOOK}: expected a Reward or a callable, "
-                    f"got {type(reward).__name__}"
-                )
-            rname = self._check_name("reward", name or default_name, plugin, REWARDS_HOOK)
-            desc = default_desc if description is None else description
-            try:
-                r = Reward(rname, fn, desc, plugin=plugin)
-            except RewardError as e:
-                raise PluginError(f"plugin {plugin!r}, hook {REWARDS_HOOK}: {e}") from e
-            if rname in reg.rewards:
-                raise PluginError(
-                    f"reward {rname!r} registered twice: by plugin {reg.rewards[rname].plugin!r} "
-                    f"and by plugin {plugin!r} (hook {REWARDS_HOOK})"
-                )
-            reg.rewards[rname] = r
-
-        return register
-
-    def _encoder_register(self, reg: _Registry, plugin: str) -> Callable[..., None]:
-        def register(
-            encoder: EncoderSpec | Callable[..., Any],
-            name: str | None = None,
-            *,
-            description: str | None = None,
-        ) -> None:
-            if isinstance(encoder, EncoderSpec):
-                factory, default_desc = encoder.factory, encoder.description
-                default_name: str | None = encoder.name
-            elif callable(encoder):
-                factory, default_name = encoder, getattr(encoder, "__name__", None)
-                default_desc = (inspect.getdoc(encoder) or "").strip().split("\n")[0]
-            else:
-                raise PluginError(
-                    f"plugin {plugin!r}, hook {ENCODERS_HOOK}: expected an EncoderSpec or a "
-                    f"factory callable, got {type(encoder).__name__}"
-                )
-            if not callable(factory):
-                raise PluginError(
-                    f"plugin {plugin!r}, hook {ENCODERS_HOOK}: encoder factory is not callable"
-                )
-            ename = self._check_name("encoder", name or default_name, plugin, ENCODERS_HOOK)
-            if ename in reg.encoders:
-                raise PluginError(
-                    f"encoder {ename!r} registered twice: by plugin {reg.encoders[ename].plugin!r} "
-                    f"and by plugin {plugin!r} (hook {ENCODERS_HOOK})"
-                )
-            desc = default_desc if description is None else description
-            reg.encoders[ename] = EncoderSpec(ename, factory, desc, plugin=plugin)
-
-        return register
-
-    def _engine_register(self, reg: _Registry, plugin: str) -> Callable[..., None]:
-        def register(engine: Engine) -> None:
-            if not isinstance(engine, Engine):
-                raise PluginError(
-                    f"plugin {plugin!r}, hook {ENGINES_HOOK}: expected an Engine, "
-                    f"got {type(engine).__name__}"
-                )
-            if engine.name in reg.engine_owner:
-                raise PluginError(
-                    f"engine {engine.name!r} registered twice: by plugin "
-                    f"{reg.engine_owner[engine.name]!r} and by plugin {plugin!r} (hook {ENGINES_HOOK})"
-                )
-            reg.catalog.add(engine)
-            reg.engine_owner[engine.name] = plugin
-
-        return register
 
     # ---------------------------------------------------------------- what plugins registered
     @property
@@ -408,6 +225,28 @@ class PluginHost:
     def catalog(self) -> Catalog:
         """The engine catalog: registered engines in registration order (do not mutate)."""
         return self._collect().catalog
+
+    @property
+    def tasks(self) -> dict[str, TaskSpec]:
+        """Every registered task by name."""
+        return self._collect().tasks
+
+    def task(self, name: str) -> Any:
+        """The task registered as `name`, built; an unknown name lists the known ones."""
+        specs = self.tasks
+        if name not in specs:
+            raise ConfigError(
+                f"task: unknown task {name!r} (registered: {', '.join(sorted(specs)) or 'none'})"
+            )
+        spec = specs[name]
+        try:
+            return spec.build()
+        except PluginError:
+            raise
+        except Exception as e:
+            raise PluginError(
+                f"plugin {spec.plugin!r}: building task {name!r} raised {type(e).__name__}: {e}"
+            ) from e
 
     @property
     def commands(self) -> dict[str, click.Command]:
@@ -499,6 +338,7 @@ class PluginHost:
                     rewards=[r for r, v in reg.rewards.items() if v.plugin == name],
                     encoders=[e for e, v in reg.encoders.items() if v.plugin == name],
                     engines=[e for e, p in reg.engine_owner.items() if p == name],
+                    tasks=[t for t, v in reg.tasks.items() if v.plugin == name],
                     commands=[c for c in commands if self._command_owner.get(c) == name],
                 )
             )

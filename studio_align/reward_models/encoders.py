@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from studio_align.errors import ConfigError, PluginError
+from studio_align.plugins import get_host
 
 
 def make_encoder(name: str, options: dict[str, Any] | None = None, *, host: Any = None) -> Any:
     """Build encoder `name` with `options` from the host's registered encoders."""
     if host is None:
-        from studio_align.plugins import get_host
 
         host = get_host()
     specs = host.encoders

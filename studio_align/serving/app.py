@@ -23,8 +23,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import Field
 
+from studio_align.catalog import Catalog
 from studio_align.config import Strict
-from studio_align.intents.catalog import Catalog
 from studio_align.serving.batcher import DynamicBatcher
 from studio_align.serving.feedback import FeedbackLog, check_route_event, route_event
 from studio_align.serving.metrics import Metrics

@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from studio_align.catalog import Catalog
 from studio_align.data.reader import route_problem
 from studio_align.data.schemas import EVENT_ADAPTER, RouteEvent
-from studio_align.intents.catalog import Catalog
 
 
 class FeedbackLog:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from studio_align.intents.catalog import ATTACHMENT_KINDS
+from studio_align.catalog import ATTACHMENT_KINDS
 
 MAX_TEXT_CHARS = 2000
 MAX_BATCH = 64

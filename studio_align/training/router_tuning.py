@@ -55,7 +55,7 @@ class StartingPoint:
 def load_starting_point(section: PolicySection, *, seed: int = 0) -> StartingPoint:
     """Policy (trainable) and reference (frozen) routers from checkpoints."""
     from studio_align.intents.router import load_router_meta
-    from studio_align.training.bundle import load_model_bundle
+    from studio_align.models.bundle import load_model_bundle
 
     if section.base is not None:
         return _base_starting_point(section, seed=seed)
@@ -109,7 +109,7 @@ def _base_starting_point(section: PolicySection, *, seed: int) -> StartingPoint:
 
     model = load(section.lora)
     if section.reference is not None:
-        from studio_align.training.bundle import load_model_bundle
+        from studio_align.models.bundle import load_model_bundle
 
         reference = load_model_bundle(section.reference).model
     else:
@@ -200,7 +200,7 @@ def save_tuned_router(
 
 def attachments_of(prompt: Iterable[int], tokenizer: Any) -> list[str]:
     """Attachment kinds whose marker tokens occur in an encoded router prompt."""
-    from studio_align.intents.catalog import ATTACHMENT_KINDS
+    from studio_align.catalog import ATTACHMENT_KINDS
     from studio_align.intents.format import attachment_token
 
     ids = set(prompt)

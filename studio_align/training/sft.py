@@ -215,7 +215,7 @@ def build_model(
             add_lora(model, lora, rngs=nnx.Rngs(seed))
         return model
     if section.init_from is not None:
-        from studio_align.training.bundle import load_model_bundle
+        from studio_align.models.bundle import load_model_bundle
 
         model = cast(Transformer, load_model_bundle(section.init_from).model)
         if model.cfg.vocab_size != vocab_size:
@@ -240,7 +240,7 @@ def _catalog() -> Any:
     try:
         from studio_align.plugins import get_host
     except ImportError:
-        from studio_align.intents.catalog import default_catalog
+        from studio_align.catalog import default_catalog
 
         return default_catalog()
     return get_host().catalog

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from studio_align.catalog import Catalog
 from studio_align.hookspecs import hookimpl
-from studio_align.intents.catalog import Catalog
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:

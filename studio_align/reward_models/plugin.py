@@ -1,4 +1,5 @@
-"""Built-in aesthetic rewards: `aesthetic`, `clip_critic` and `identity`.
+"""Built-in plugin of `reward_models`: rewards `aesthetic`, `clip_critic`, `identity`; encoders
+`color-stats` and `clip`.
 
 - `aesthetic(images, creators=None, aesthetic_model=None)`: the trained preference
   model's score. `aesthetic_model` is a batch-wide context value (an `AestheticScorer`
@@ -22,7 +23,12 @@ from typing import Any
 import numpy as np
 
 from studio_align.errors import RewardError
-from studio_align.hookspecs import hookimpl
+from studio_align.hookspecs import EncoderSpec, hookimpl
+from studio_align.reward_models.clip import ClipEncoder
+from studio_align.reward_models.color_stats import ColorStatsEncoder
+from studio_align.reward_models.encoders import make_encoder
+from studio_align.reward_models.scorer import AestheticScorer
+from studio_align.reward_models.ssim import ssim_pairs
 
 ENV_MODEL = "STUDIO_ALIGN_AESTHETIC_MODEL"
 _defaults: dict[str, Any] = {"aesthetic_model": None, "clip_encoder": None}
@@ -36,7 +42,6 @@ def configure(*, aesthetic_model: Any = None, clip_encoder: Any = None) -> None:
 
 @functools.lru_cache(maxsize=4)
 def _load_scorer_cached(path: str, stamp: int) -> Any:
-    from studio_align.reward_models.scorer import AestheticScorer
 
     return AestheticScorer.load(path, require_gate=True)
 
@@ -64,7 +69,6 @@ def _scorer(model: Any) -> Any:
 
 @functools.lru_cache(maxsize=2)
 def _clip_from_options(key: tuple[tuple[str, Any], ...]) -> Any:
-    from studio_align.reward_models.encoders import make_encoder
 
     return make_encoder("clip", dict(key))
 
@@ -113,7 +117,6 @@ def clip_critic(
 
 def identity(images: Sequence[Any], sources: Sequence[Any] | None = None) -> list[float | None]:
     """SSIM of each output image to its source image (None where there is no source)."""
-    from studio_align.reward_models.ssim import ssim_pairs
 
     if sources is None:
         return [None] * len(images)
@@ -130,3 +133,34 @@ def studio_align_register_rewards(register: Any) -> None:
     register(aesthetic)
     register(clip_critic)
     register(identity)
+
+
+# -- encoders -----------------------------------------------------------------------------
+
+
+def _color_stats_encoder(**options: Any) -> Any:
+
+    return ColorStatsEncoder(**options)
+
+
+def _clip_encoder(**options: Any) -> Any:
+
+    return ClipEncoder(**options)
+
+
+@hookimpl
+def studio_align_register_encoders(register: Any) -> None:
+    register(
+        EncoderSpec(
+            "color-stats",
+            _color_stats_encoder,
+            "Lab histograms, brightness, contrast, saturation, warmth, sharpness (numpy)",
+        )
+    )
+    register(
+        EncoderSpec(
+            "clip",
+            _clip_encoder,
+            "open_clip image/text encoder; options: model, weights (local path), random_init",
+        )
+    )

@@ -79,7 +79,7 @@ def load_engines(path: Path | Traversable) -> list[Engine]:
     return engines
 
 
-DEFAULT_CATALOG_FILE = files("studio_align.intents") / "engines.toml"
+DEFAULT_CATALOG_FILE = files("studio_align") / "engines.toml"
 DEFAULT_ENGINES: tuple[Engine, ...] = tuple(load_engines(DEFAULT_CATALOG_FILE))
 
 

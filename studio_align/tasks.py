@@ -1,0 +1,133 @@
+"""Tasks: what the engine trains, registered through `studio_align_register_tasks`.
+
+The engine (`training`, `generation`) knows no product. A *task* is the product side of a
+run: it turns records into what a generic trainer consumes, builds the model it trains
+(and the frozen reference), evaluates it, and saves what a product serves. The router
+(`intents`), the grading vertical and any third-party model are tasks; the trainers take
+one, as optax takes a transformation, and never import it.
+
+Design choices:
+- A task is a plain object satisfying `Task` (structural typing): no base class to
+  inherit, so a plugin needs nothing but this module's names.
+- Algorithms are opt-in per task: `algorithms` names what the task supports (`sft`,
+  `dpo`, `kto`, `grpo`), and a trainer asks only for the methods its algorithm needs.
+  A task that supports `sft` implements `sft_pairs`; `dpo` implements `preference_pairs`;
+  `kto` implements `kto_samples`; `grpo` implements `grpo_prompts` and `policy`.
+- Sequences are token-id lists: the generic SFT/DPO/KTO trainers pack them
+  (`training.packing`). GRPO needs only the task's `Policy` (sample + log-probs), so a
+  continuous policy (the grading vertical) trains through the same trainer.
+- `record_kinds` maps an algorithm to the compiled record kind its data comes from
+  (`data compile` writes one JSONL per kind), so `[data] dir = ...` works for every task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+Pair = tuple[Sequence[int], Sequence[int]]
+ALGORITHMS = ("sft", "dpo", "kto", "grpo")
+
+
+@dataclass
+class StartingPoint:
+    """A task's model ready to train: the trainable model, the frozen reference, what to
+    differentiate (`nnx.Param`, or `nnx.LoRAParam` for adapters only) and task state
+    that travels with the model (tokenizer, catalog, ...), passed back to the task."""
+
+    model: Any
+    reference: Any = None
+    wrt: Any = None  # None: every nnx.Param
+    tokenizer: Any = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What a trainable task provides (see the module docstring for which method when)."""
+
+    name: str
+    algorithms: frozenset[str]
+    record_kinds: Mapping[str, str]
+
+    def start(
+        self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = ()
+    ) -> StartingPoint:
+        """The model to train from the run's `[model]` section (a pydantic model with
+        `init_from`, `base`, `reference`, `lora`, `preset`, `config`, `options`).
+
+        `records` are the training records (SFT from scratch builds its tokenizer on them).
+        """
+        ...
+
+    def evaluate(
+        self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
+    ) -> dict[str, float]:
+        """Held-out figures of `start.model` on `records` (higher is better unless named
+        `loss`)."""
+        ...
+
+    def save(
+        self, start: StartingPoint, path: Path, *, trained_by: str, metrics: Mapping[str, float]
+    ) -> Path:
+        """Write what the product loads (`eval`, `serve`) to `path`; returns it."""
+        ...
+
+
+class SupportsSFT(Protocol):
+    def sft_pairs(self, start: StartingPoint, records: Sequence[Mapping[str, Any]]) -> list[Pair]:
+        """(prompt ids, completion ids) per record; the loss covers the completion only."""
+        ...
+
+
+class SupportsDPO(Protocol):
+    def preference_pairs(
+        self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[Sequence[int]], list[Sequence[int]], list[Sequence[int]]]:
+        """(prompts, chosen completions, rejected completions), as token ids."""
+        ...
+
+
+class SupportsKTO(Protocol):
+    def kto_samples(
+        self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[Sequence[int]], list[Sequence[int]], list[bool]]:
+        """(prompts, completions, desirable) for unpaired samples."""
+        ...
+
+
+class SupportsGRPO(Protocol):
+    def grpo_prompts(
+        self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """One dict per prompt: `prompt` (what the policy samples from) plus reward columns
+        (`requests`, `gold_plans`, `images`, ...), which rewards receive by name."""
+        ...
+
+    def policy(self, start: StartingPoint, sampling: Any, *, max_prompt_len: int) -> Any:
+        """A `training.policy.Policy` (sample + log-probs) for `start.model`."""
+        ...
+
+    def reward_context(self, start: StartingPoint) -> dict[str, Any]:
+        """Batch-wide values offered to rewards (e.g. the router's catalog)."""
+        ...
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A registered task: `factory()` builds it on first use (imports stay lazy)."""
+
+    name: str
+    factory: Callable[[], Any]
+    description: str = ""
+    plugin: str | None = None
+
+    def build(self) -> Any:
+        return self.factory()
+
+
+def supports(task: Any, algorithm: str) -> bool:
+    """Whether `task` declares `algorithm` in its `algorithms`."""
+    return algorithm in getattr(task, "algorithms", ())
