@@ -106,3 +106,8 @@ def studio_align_on_metrics(run: str, step: int, metrics: Mapping[str, float]) -
 
     `metrics` is a read-only mapping; fired by `PluginHost.fire_metrics`.
     """
+
+
+@hookspec
+def studio_align_on_checkpoint(run: str, step: int, directory: str) -> None:
+    """A checkpoint of `run` at `step` is on disk in `directory` (upload it, prune, ...)."""

@@ -14,14 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio_align.training.loop import KILL_ENV
 
 WORKER = Path(__file__).with_name("_training_worker.py")
+KILL_PLUGIN = Path(__file__).with_name("plugins") / "kill_at_step.py"
 
 
 def _run(run_dir: Path, out: Path, *sets: str, devices: int = 1, env: dict | None = None) -> int:
     e = dict(os.environ)
-    e.pop(KILL_ENV, None)
+    e.pop("KILL_AT_STEP", None)
+    e.pop("STUDIO_ALIGN_PLUGINS", None)
     e["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     e["JAX_PLATFORMS"] = "cpu"
     e.update(env or {})
@@ -66,7 +67,7 @@ def test_eight_devices_match_one(
 
 def test_killed_run_resumes_exactly(tmp_path: Path, single: np.lib.npyio.NpzFile) -> None:
     run = tmp_path / "run"
-    rc = _run(run, tmp_path / "killed.npz", env={KILL_ENV: "8"})
+    rc = _run(run, tmp_path / "killed.npz", env={"STUDIO_ALIGN_PLUGINS": str(KILL_PLUGIN), "KILL_AT_STEP": "8"})
     assert rc == -9 and not (tmp_path / "killed.npz").exists()
     assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [
         4,

@@ -49,6 +49,7 @@ ORIGINS = ("builtin", "entry point", "file", "module", "env", "manual")
 
 COMMANDS_HOOK = "studio_align_register_commands"
 METRICS_HOOK = "studio_align_on_metrics"
+CHECKPOINT_HOOK = "studio_align_on_checkpoint"
 
 
 @dataclass
@@ -318,6 +319,15 @@ class PluginHost(Discovery):
         for impl in self._impls(METRICS_HOOK):
             view = MappingProxyType(dict(metrics))
             self._call(impl, METRICS_HOOK, run=run, step=step, metrics=view)
+
+    def has_checkpoint_hooks(self) -> bool:
+        """Whether any plugin implements `studio_align_on_checkpoint`."""
+        return bool(self._impls(CHECKPOINT_HOOK))
+
+    def fire_checkpoint(self, *, run: str, step: int, directory: str) -> None:
+        """Tell every `studio_align_on_checkpoint` implementation a checkpoint is saved."""
+        for impl in self._impls(CHECKPOINT_HOOK):
+            self._call(impl, CHECKPOINT_HOOK, run=run, step=step, directory=directory)
 
     def describe(self) -> list[PluginInfo]:
         """Every plugin, its origin, hooks and what it registered (for `plugins list`)."""

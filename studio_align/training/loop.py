@@ -16,14 +16,12 @@ Design choices:
   latest checkpoint in its directory unless `checkpoint.resume = false`.
 - Metrics are averaged over each `log_every` window on the host, so the device is only
   synchronised when something is logged.
-- Test knob: with `STUDIO_ALIGN_KILL_AFTER_STEP=K` in the environment the process
-  SIGKILLs itself right after the checkpoint of step K is on disk (the resume test).
+- The train state (placement, donated update, checkpoints, what `resume` means) is
+  `state.py`'s, shared with GRPO.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,23 +36,19 @@ from jax.sharding import NamedSharding, PartitionSpec
 from pydantic import Field, model_validator
 
 from studio_align.config import Strict
-from studio_align.errors import CheckpointError, ConfigError, DataError, TrainingError
+from studio_align.errors import ConfigError, DataError, TrainingError
 from studio_align.training.accumulate import LossFn, accumulated_grads
 from studio_align.training.batches import BatchSource, HostBatch, as_source
-from studio_align.training.checkpoint import CheckpointConfig, Checkpointer
+from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.distributed import DistributedConfig, is_main_process, maybe_initialize
 from studio_align.training.mesh import (
     BATCH_AXES,
     MeshConfig,
     batch_parallelism,
-    make_mesh,
-    opt_state_sharding,
-    state_sharding,
 )
 from studio_align.training.metrics import MetricsLogger, Progress
-from studio_align.training.optim import OptimConfig, make_optimizer
-
-KILL_ENV = "STUDIO_ALIGN_KILL_AFTER_STEP"
+from studio_align.training.optim import OptimConfig
+from studio_align.training.state import TrainState, open_checkpoints
 
 EvalFn = Callable[[nnx.Module], Mapping[str, float]]
 
@@ -163,49 +157,21 @@ def train_loop(
     tc = run_cfg.train
     source = as_source(batches)
     steps = total_steps or tc.total_steps(getattr(batches, "steps_per_epoch", None))
-    mesh = make_mesh(run_cfg.mesh)
+    state = TrainState.create(model, optim_cfg, steps, run_cfg.mesh, wrt=wrt, name=name)
+    graphdef, tx, mesh = state.graphdef, state.tx, state.mesh
     micro = tc.batch_size // tc.grad_accum
     if micro % batch_parallelism(mesh):
         raise ConfigError(
             f"train.batch_size / train.grad_accum = {micro} examples per micro-batch must be a "
             f"multiple of mesh data * fsdp = {batch_parallelism(mesh)}"
         )
-    tx, schedule = make_optimizer(optim_cfg, steps)
-
-    parts: tuple[Any, ...] = nnx.split(model, wrt, ...)
-    graphdef, params, rest = parts
-    if not jax.tree.leaves(params):
-        raise ConfigError(f"{name}: the model has no trainable variables for filter {wrt!r}")
-    p_shard = state_sharding(mesh, params, run_cfg.mesh)
-    r_shard = state_sharding(mesh, rest, run_cfg.mesh)
-    params = jax.device_put(params, p_shard)
-    rest = jax.device_put(rest, r_shard)
-    o_shard = opt_state_sharding(mesh, tx, jax.eval_shape(tx.init, params), p_shard)
-    opt_state = jax.jit(tx.init, out_shardings=o_shard)(params)
-    replicated = NamedSharding(mesh, PartitionSpec())
-
     run_dir = Path(run_cfg.run_dir)
-    ckpt_dir = run_cfg.checkpoint.dir or run_dir / "checkpoints"
-    ckpt = Checkpointer(
-        ckpt_dir,
-        every=run_cfg.checkpoint.every,
-        keep=run_cfg.checkpoint.keep,
-        async_save=run_cfg.checkpoint.async_save,
-    )
+    ckpts = open_checkpoints(run_cfg.checkpoint, run_dir, total_steps=steps, run=name)
     main = is_main_process()
     logger = MetricsLogger(run_dir, name, fire_hook=tc.metrics_hook) if main else None
     start, resumed_from = 0, None
-    latest = ckpt.latest_step()
-    if latest is not None and not run_cfg.checkpoint.resume:
-        raise CheckpointError(
-            f"{ckpt_dir} already holds checkpoints (latest step {latest}) and "
-            "checkpoint.resume = false; remove it or choose another checkpoint.dir"
-        )
-    if latest is not None:
-        trees, record = ckpt.restore(
-            latest, {"params": params, "rest": rest, "opt_state": opt_state}
-        )
-        params, rest, opt_state = trees["params"], trees["rest"], trees["opt_state"]
+    if ckpts.latest is not None:
+        record = ckpts.restore(state)
         start = resumed_from = int(record["data_position"])
         if logger is not None:
             logger.truncate_after(start)
@@ -221,12 +187,8 @@ def train_loop(
         params = optax.apply_updates(params, updates)
         return params, rest, opt_state, metrics
 
-    jstep = jax.jit(
-        step_fn,
-        donate_argnums=(0, 1, 2),
-        out_shardings=(p_shard, r_shard, o_shard, replicated),
-    )
-    kill_after = int(os.environ.get(KILL_ENV, "-1"))
+    jstep = state.jit_update(step_fn)
+    params, rest, opt_state = state.params, state.rest, state.opt_state
     progress = Progress(
         steps, start=start, name=name, enabled=None if tc.progress and main else False
     )
@@ -255,7 +217,7 @@ def train_loop(
             check_finite(host, s, name)
             dt = time.perf_counter() - t_window
             last = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
-            last["lr"] = float(schedule(step))
+            last["lr"] = float(state.schedule(step))
             last["steps_per_s"] = len(host) / dt if dt > 0 else 0.0
             last["examples_per_s"] = last["steps_per_s"] * tc.batch_size
             window, t_window = [], time.perf_counter()
@@ -266,7 +228,7 @@ def train_loop(
             progress.update(s)
         if eval_fn is not None and tc.eval_every and s % tc.eval_every == 0 and s != steps:
             evaluate(s)
-        if ckpt.should_save(s, final=s == steps):
+        if ckpts.checkpointer.should_save(s, final=s == steps):
             check_finite(jax.device_get(window), s, name)  # never checkpoint a diverged model
             record = {
                 "step": s,
@@ -276,22 +238,18 @@ def train_loop(
                 "run": name,
                 "metrics": last,
             }
-            ckpt.save(s, {"params": params, "rest": rest, "opt_state": opt_state}, record)
-            if s == kill_after:
-                ckpt.wait()
-                os.kill(os.getpid(), signal.SIGKILL)
+            ckpts.save(s, {"params": params, "rest": rest, "opt_state": opt_state}, record)
     progress.close()
     if start < steps or not last_eval:
         evaluate(steps)
-    ckpt.wait()
-    ckpt.close()
+    ckpts.close()
     nnx.update(model, params, rest)
     return TrainResult(
         step=steps,
         metrics=last,
         eval_metrics=last_eval,
         run_dir=run_dir,
-        checkpoint_dir=Path(ckpt_dir),
+        checkpoint_dir=ckpts.checkpointer.directory,
         resumed_from=resumed_from,
         compiles=compiles,
         seconds=time.perf_counter() - t_start,

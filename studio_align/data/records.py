@@ -1,0 +1,116 @@
+"""One typed path for record files: every JSONL of records is read here.
+
+`data compile` writes one JSONL per record kind (`RECORD_MODELS`); users hand-write
+labelled routing examples (SFT data, evaluation sets) in the same shape as the compiled
+`routing_examples`. Both go through `read_record_file`, so a bad line is reported the
+same way wherever it is read: `file:line: reason`.
+
+Design choices:
+- Validation is pydantic's (`model_validate_json` on the raw bytes: one parse per line).
+- Hand-written labelled examples may carry extra keys (an id, a language tag, a note):
+  they are kept as they are for callers that report by them, and ignored otherwise.
+- With a catalog, every plan is checked against it (unknown steps, unsatisfiable
+  plans for the request's attachments), so an SFT file cannot train on a plan the
+  router can never emit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from studio_align.catalog import Catalog
+from studio_align.data.schemas import RECORD_MODELS, RoutingExample
+from studio_align.errors import DataError
+
+SPLITS = ("train", "heldout")
+
+
+class LabelledExample(RoutingExample):
+    """A hand-written labelled routing example; extra keys are allowed and kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+def _model_for(kind: str) -> type[BaseModel]:
+    if kind == "routing_examples":
+        return LabelledExample
+    if kind not in RECORD_MODELS:
+        raise DataError(f"unknown record kind {kind!r}; expected one of {', '.join(RECORD_MODELS)}")
+    return RECORD_MODELS[kind]
+
+
+def _reason(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ())) or "line"
+    return f"{where}: {err.get('msg', 'invalid')}"
+
+
+def _plan_problems(row: dict[str, Any], catalog: Catalog) -> list[str]:
+    request = row.get("request") or {}
+    attachments = request.get("attachments", []) if isinstance(request, dict) else []
+    problems = []
+    for key in ("plan", "chosen"):
+        plan = row.get(key)
+        if plan:
+            problems += [f"{key}: {p}" for p in catalog.plan_problems(plan, attachments)]
+    rejected = row.get("rejected")
+    if rejected:  # a rejected proposal may be unsatisfiable, but its steps must exist
+        problems += [f"rejected: unknown step {s!r}" for s in rejected if s not in catalog]
+    return problems
+
+
+def iter_record_file(
+    path: str | os.PathLike[str], kind: str, *, catalog: Catalog | None = None
+) -> Iterator[dict[str, Any]]:
+    """Validated records of `kind` from a JSONL file, as plain dicts, in file order.
+
+    Blank lines are skipped; the first invalid line raises `DataError` naming file and line.
+    """
+    model = _model_for(kind)
+    p = Path(path)
+    if p.is_dir():
+        raise DataError(f"{p}: is a directory, expected a JSONL file of {kind}")
+    try:
+        f = open(p, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{p}: file not found") from None
+    except OSError as e:
+        raise DataError(f"{p}: cannot read ({e.strerror or e})") from None
+    with f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = model.model_validate_json(line).model_dump(mode="json")
+            except ValidationError as e:
+                if e.errors()[0].get("type") == "json_invalid":
+                    raise DataError(f"{p}:{i}: invalid JSON") from None
+                raise DataError(f"{p}:{i}: not a valid {kind} record ({_reason(e)})") from None
+            except UnicodeDecodeError:
+                raise DataError(f"{p}:{i}: not UTF-8") from None
+            if catalog is not None:
+                problems = _plan_problems(row, catalog)
+                if problems:
+                    raise DataError(f"{p}:{i}: {'; '.join(problems)}")
+            yield row
+
+
+def read_record_file(
+    path: str | os.PathLike[str], kind: str, *, catalog: Catalog | None = None
+) -> list[dict[str, Any]]:
+    """All records of `iter_record_file` as a list."""
+    return list(iter_record_file(path, kind, catalog=catalog))
+
+
+def compiled_path(out_dir: str | os.PathLike[str], kind: str, split: str = "train") -> Path:
+    """Where `data compile` put the records of `kind` for `split`."""
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}; expected train or heldout")
+    _model_for(kind)
+    return Path(out_dir) / split / f"{kind}.jsonl"
+
