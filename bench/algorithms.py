@@ -52,18 +52,22 @@ def _setup(vocab: int, seed: int) -> dict:
 
 
 def bench_dpo(env: dict, *, steps: int, batch: int) -> dict:
+    from studio_align.intents.task import RouterTask
     from studio_align.models.config import ModelConfig
     from studio_align.models.transformer import Transformer
+    from studio_align.tasks import StartingPoint
     from studio_align.training.batches import ArrayBatches
     from studio_align.training.dpo import DPOConfig, make_dpo_loss, reference_logps
     from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
-    from studio_align.training.preference_data import pack_pairs, route_pairs
+    from studio_align.training.packing import pack_pairs
 
     tok = env["tok"]
     cfg = ModelConfig.router(tok.vocab_size)
     policy = Transformer(cfg, rngs=nnx.Rngs(0))
     ref = Transformer(cfg, rngs=nnx.Rngs(0))
-    arrays = pack_pairs(*route_pairs(env["pairs"], tok), pad_id=tok.pad_id)
+    start = StartingPoint(policy, ref, tokenizer=tok)
+    pairs = RouterTask(env["catalog"]).preference_pairs(start, env["pairs"])
+    arrays = pack_pairs(*pairs, pad_id=tok.pad_id)
     t0 = time.perf_counter()
     ref_lp, _ = reference_logps(ref, arrays, batch_size=64, cache_dir=env["tmp"] / "cache")
     t_ref = time.perf_counter() - t0
@@ -99,28 +103,24 @@ def bench_dpo(env: dict, *, steps: int, batch: int) -> dict:
 
 
 def bench_grpo(env: dict, *, steps: int, prompts: int, group: int) -> dict:
+    from studio_align.intents.task import RouterTask
     from studio_align.models.config import ModelConfig
     from studio_align.models.transformer import Transformer
     from studio_align.plugins import get_host
-    from studio_align.training.grpo import (
-        GRPOConfig,
-        GRPOTrainer,
-        SamplingSection,
-        _router_records,
-        plugin_reward_fn,
-        router_policy,
-    )
+    from studio_align.tasks import StartingPoint
+    from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+    from studio_align.training.grpo_run import SamplingSection
     from studio_align.training.optim import OptimConfig
-    from studio_align.training.router_tuning import StartingPoint
 
     tok, catalog = env["tok"], env["catalog"]
     cfg = ModelConfig.router(tok.vocab_size)
     model = Transformer(cfg, rngs=nnx.Rngs(0))
     ref = Transformer(cfg, rngs=nnx.Rngs(0))
-    start = StartingPoint(model, ref, tok, catalog, max_steps=3, wrt=nnx.Param)
-    records = _router_records(env["examples"], tok)
+    task = RouterTask(catalog)
+    start = StartingPoint(model, ref, nnx.Param, tok, {"catalog": catalog, "max_steps": 3})
+    records = task.grpo_prompts(start, env["examples"])
     longest = max(len(r["prompt"]) for r in records)
-    policy = router_policy(start, SamplingSection(), max_prompt_len=-(-longest // 8) * 8)
+    policy = task.policy(start, SamplingSection(), max_prompt_len=-(-longest // 8) * 8)
     host = get_host()
     weights = {"intent_accuracy": 1.0, "plan_validity": 0.5}
     reward_fn = plugin_reward_fn(

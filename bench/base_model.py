@@ -57,8 +57,8 @@ def _lora_sft(model: Any, args: argparse.Namespace) -> dict[str, float]:
     loss_mask[..., t // 2 :] = 1.0
     batch = {
         "tokens": jnp.asarray(tokens),
-        "attn_mask": jnp.ones((1, b, t), bool),
-        "loss_mask": jnp.asarray(loss_mask),
+        "attn": jnp.ones((1, b, t), bool),
+        "loss": jnp.asarray(loss_mask),
     }
     tx, _ = make_optimizer(OptimConfig(learning_rate=1e-4), 1000)
     graphdef, params, rest = nnx.split(model, nnx.LoRAParam, ...)  # type: ignore[misc]

@@ -258,7 +258,7 @@ _MESH_SCRIPT = textwrap.dedent(
     import sys, jax, numpy as np, jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
     from studio_align.models.hf import load_hf
-    from studio_align.training.mesh import MeshConfig, make_mesh
+    from studio_align.models.sharding import MeshConfig, make_mesh
     assert jax.device_count() == 8, jax.devices()
     d = sys.argv[1]
     mc = MeshConfig(data=2, fsdp=4, min_shard_size=0)

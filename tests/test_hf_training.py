@@ -98,7 +98,8 @@ def test_sft_from_hf_base_with_lora_then_export(base_dir: Path, tmp_path: Path) 
 
 def test_base_with_init_from_is_refused(base_dir: Path) -> None:
     from studio_align.errors import ConfigError
-    from studio_align.training.sft import ModelSection, build_model
+    from studio_align.training.lm import build_model
+    from studio_align.training.run import ModelSection
 
     section = ModelSection(base=base_dir, init_from=base_dir)
     with pytest.raises(ConfigError, match=r"model\.base"):

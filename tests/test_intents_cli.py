@@ -11,12 +11,13 @@ from flax import nnx
 from studio_align.catalog import default_catalog
 from studio_align.cli import main
 from studio_align.intents.demo import generate_examples, write_jsonl
+from studio_align.intents.eval_sets import eval_set_path
 from studio_align.intents.format import build_tokenizer
 from studio_align.intents.router import save_router
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 
-HANDWRITTEN = Path(__file__).parent / "data" / "handwritten_routing.jsonl"
+HANDWRITTEN = eval_set_path("handwritten")
 
 
 def _checkpoint(tmp_path: Path) -> Path:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from studio_align.catalog import Engine, default_catalog
 from studio_align.hookspecs import hookimpl
-from studio_align.intents.plugin import (
+from studio_align.intents.rewards import (
     intent_accuracy,
     lcs_length,
     ordered_step_f1,

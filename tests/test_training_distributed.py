@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-
 WORKER = Path(__file__).with_name("_training_worker.py")
 KILL_PLUGIN = Path(__file__).with_name("plugins") / "kill_at_step.py"
 

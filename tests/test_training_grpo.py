@@ -253,7 +253,7 @@ def test_lm_grpo_reward_rises_long() -> None:
 
 def _table_history(mesh: dict | None = None, steps: int = 3) -> list[list[float]]:
     """(loss, reward) per step of a short table-policy run, on the given mesh."""
-    from studio_align.training.mesh import MeshConfig
+    from studio_align.models.sharding import MeshConfig
 
     cfg = GRPOConfig(
         steps=steps, prompts_per_step=4, group_size=8, mu=2, minibatches=2, seed=0, beta=0.1

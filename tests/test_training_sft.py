@@ -39,8 +39,8 @@ def _model(seed: int = 0) -> Transformer:
 def test_encode_pairs_masks_exactly_the_completion() -> None:
     arrays = encode_pairs([([5, 6, 7], [8, 1]), ([9], [1])], max_len=6, pad_id=PAD)
     np.testing.assert_array_equal(arrays["tokens"], [[5, 6, 7, 8, 1, 0], [9, 1, 0, 0, 0, 0]])
-    np.testing.assert_array_equal(arrays["loss_mask"], [[0, 0, 0, 1, 1, 0], [0, 1, 0, 0, 0, 0]])
-    np.testing.assert_array_equal(arrays["attn_mask"].sum(1), [5, 2])
+    np.testing.assert_array_equal(arrays["loss"], [[0, 0, 0, 1, 1, 0], [0, 1, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(arrays["attn"].sum(1), [5, 2])
     assert padded_length([([1] * 9, [2])]) == 16
 
 
@@ -53,7 +53,7 @@ def test_loss_counts_completion_tokens_only() -> None:
     loss, metrics = loss_fn(model, batch)
     # independent computation: log-softmax of full logits, completion positions only
     logits = np.asarray(
-        nnx.jit(lambda m, t, a: m(t, None, a))(model, batch["tokens"], batch["attn_mask"]),
+        nnx.jit(lambda m, t, a: m(t, None, a))(model, batch["tokens"], batch["attn"]),
         np.float64,
     )
     logp = (
@@ -77,7 +77,7 @@ def test_loss_counts_completion_tokens_only() -> None:
     t[0, len(pairs[0][0])] = (t[0, len(pairs[0][0])] + 1) % V
     assert abs(float(loss_fn(model, {**batch, "tokens": jnp.asarray(t)})[0]) - float(loss)) > 1e-4
     # the gradient ignores prompt targets: zeroing the loss mask zeroes the gradient
-    zero = {**batch, "loss_mask": jnp.zeros_like(batch["loss_mask"])}
+    zero = {**batch, "loss": jnp.zeros_like(batch["loss"])}
     g = nnx.jit(nnx.grad(lambda m, b: sft_loss(m, b)[0]))(model, zero)
     assert all(float(jnp.abs(x).max()) == 0.0 for x in jax.tree.leaves(g))
 

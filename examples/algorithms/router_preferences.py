@@ -35,7 +35,7 @@ def main() -> None:
     from studio_align.intents.creators import demo_creator_data
     from studio_align.intents.demo import write_jsonl
     from studio_align.training.dpo import DPORunConfig, train_dpo
-    from studio_align.training.grpo import GRPORunConfig, train_grpo
+    from studio_align.training.grpo_run import GRPORunConfig, train_grpo
     from studio_align.training.kto import KTORunConfig, train_kto
     from studio_align.training.sft import SFTConfig, train_sft
 
@@ -50,10 +50,9 @@ def main() -> None:
     sft = train_sft(
         validate(SFTConfig, {
             **common, "run_dir": str(out / "sft"),
-            "model": {"preset": args.preset},
+            "model": {"preset": args.preset, "vocab_size": 1024},
             "data": {"train": str(out / "compiled/train/routing_examples.jsonl"),
-                     "heldout": str(out / "compiled/heldout/routing_examples.jsonl"),
-                     "vocab_size": 1024},
+                     "heldout": str(out / "compiled/heldout/routing_examples.jsonl")},
             "train": {**common["train"], "steps": args.sft_steps, "batch_size": 32, "log_every": 50},
             "optim": {"learning_rate": 3e-3},
         })

@@ -28,6 +28,7 @@ from typing import Any
 from studio_align.autotune import acceptance
 from studio_align.autotune.ledger import GitRecorder, Ledger, write_results_tsv
 from studio_align.autotune.proposers import History, Proposer, make_proposer
+from studio_align.autotune.report import write_report
 from studio_align.autotune.runner import Runner, RunResult
 from studio_align.autotune.space import Config, Space
 from studio_align.errors import ConfigError, StudioAlignError
@@ -236,7 +237,6 @@ class Autotune:
                 self._confirm(state)
             summary = self.summary(state, stopped)
             if self.opt.report:
-                from studio_align.autotune.report import write_report
 
                 write_report(self.out, self.ledger.records(), summary)
             return summary

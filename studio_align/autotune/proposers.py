@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from studio_align.autotune.program import write_program
 from studio_align.autotune.space import Config, Param, Space, _flatten, _fmt
 from studio_align.errors import ConfigError
 
@@ -248,7 +249,6 @@ class AgentProposer(_Stateless):
         return self.dir / f"trial-{trial:04d}.toml"
 
     def propose(self, trial: int, history: History) -> Proposal | None:
-        from studio_align.autotune.program import write_program
 
         self.dir.mkdir(parents=True, exist_ok=True)
         write_program(self.space, self.out, history)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from studio_align.cli import main
+from studio_align.intents.evaluate import evaluate_checkpoint
 from studio_align.jsonsafe import json_safe
 
 
@@ -41,7 +42,6 @@ def eval_router(
     checkpoint: Path, data: Path, as_json: bool, report_dir: Path | None, batch_size: int
 ) -> None:
     """Exact-plan accuracy, step F1, validity, slices, confusion and calibration."""
-    from studio_align.intents.evaluate import evaluate_checkpoint
 
     fig = evaluate_checkpoint(checkpoint, data, report_dir=report_dir, batch_size=batch_size)
     if as_json:

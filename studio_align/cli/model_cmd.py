@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from studio_align.cli import main
+from studio_align.models.hf import export_hf, load_hf
 
 
 @main.group("model")
@@ -28,7 +29,6 @@ def model() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def inspect_hf(directory: Path, dtype: str, as_json: bool) -> None:
     """Load DIRECTORY fully (every weight checked) and describe it."""
-    from studio_align.models.hf import load_hf
 
     t0 = time.perf_counter()
     h = load_hf(directory, dtype=dtype)
@@ -66,7 +66,6 @@ def export_hf_cmd(
     checkpoint: Path, out: Path, base: Path | None, dtype: str | None, as_json: bool
 ) -> None:
     """Write CHECKPOINT (LoRA merged) as a Gemma3ForCausalLM directory."""
-    from studio_align.models.hf import export_hf
 
     d = export_hf(checkpoint, out, source=base, dtype=dtype)
     files = sorted(p.name for p in d.iterdir())

@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from studio_align.cli import main
+from studio_align.config import apply_overrides, validate
+from studio_align.quickstart import QuickstartConfig, run_quickstart
 
 
 @main.command("quickstart")
@@ -27,8 +29,6 @@ def quickstart(out_dir: Path, overrides: tuple[str, ...]) -> None:
     router`) and OUT/report/index.html. A stage that fails is named in the output, the
     others still run and report, and the command exits non-zero.
     """
-    from studio_align.config import apply_overrides, validate
-    from studio_align.intents.pipeline import QuickstartConfig, run_pipeline
 
     cfg = validate(QuickstartConfig, apply_overrides({}, overrides), source="--set")
 
@@ -36,7 +36,7 @@ def quickstart(out_dir: Path, overrides: tuple[str, ...]) -> None:
         click.echo(line)
         sys.stdout.flush()
 
-    result = run_pipeline(out_dir, cfg, log=log)
+    result = run_quickstart(out_dir, cfg, log=log)
     if result.router is None:
         raise click.ClickException("no router was trained; see the messages above")
     failed = [m for m in result.missing if "failed" in m]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from studio_align.config import apply_overrides, read_toml, validate
+from studio_align.serving.app import ServeConfig
+from studio_align.serving.server import serve as run
 
 
 @click.group("serve")
@@ -42,8 +44,6 @@ def serve_router(
     overrides: tuple[str, ...],
 ) -> None:
     """Serve a router checkpoint: POST /v1/route, /v1/feedback; GET /healthz, /metrics."""
-    from studio_align.serving.app import ServeConfig
-    from studio_align.serving.server import serve as run
 
     data = apply_overrides(read_toml(config_path) if config_path else {}, overrides)
     explicit = {

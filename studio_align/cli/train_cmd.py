@@ -24,6 +24,7 @@ import click
 
 from studio_align.cli import main
 from studio_align.config import load_config
+from studio_align.training.sft import SFTConfig, train_sft
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,9 +71,7 @@ def echo_result(payload: dict[str, Any], as_json: bool) -> None:
 @train.command("sft")
 @run_config_options
 def sft(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
-    """Supervised fine-tuning of the router on labelled routing examples."""
-    from studio_align.training.sft import SFTConfig, train_sft
-
+    """Supervised fine-tuning of a task (`task = "router"` by default) on labelled records."""
     cfg = load_run_config(SFTConfig, config, overrides)
     res = train_sft(cfg)
     echo_result(

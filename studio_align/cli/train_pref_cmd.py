@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+from studio_align.training.dpo import DPORunConfig, train_dpo
+from studio_align.training.grpo_run import GRPORunConfig, train_grpo
+from studio_align.training.kto import KTORunConfig, train_kto
 
 
 def _rounded(d: dict[str, float]) -> dict[str, float]:
@@ -34,8 +37,7 @@ def _preference_summary(res: Any, **extra: Any) -> dict[str, Any]:
 @train.command("dpo")
 @run_config_options
 def dpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
-    """DPO-family tuning (sigmoid/cDPO, ipo, hinge, robust, simpo, orpo) on re-route pairs."""
-    from studio_align.training.dpo import DPORunConfig, train_dpo
+    """DPO-family tuning (sigmoid/cDPO, ipo, hinge, robust, simpo, orpo) on preference pairs."""
 
     res = train_dpo(load_run_config(DPORunConfig, config, overrides))
     echo_result(_preference_summary(res), as_json)
@@ -45,7 +47,6 @@ def dpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
 @run_config_options
 def kto(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """KTO tuning on unpaired route outcomes (accepted = desirable, abandoned = not)."""
-    from studio_align.training.kto import KTORunConfig, train_kto
 
     res = train_kto(load_run_config(KTORunConfig, config, overrides))
     echo_result(_preference_summary(res, desirable_weight=round(res.desirable_weight, 4)), as_json)
@@ -55,7 +56,6 @@ def kto(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
 @run_config_options
 def grpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """GRPO tuning with plugin rewards (`[rewards]` maps reward names to weights)."""
-    from studio_align.training.grpo import GRPORunConfig, train_grpo
 
     res = train_grpo(load_run_config(GRPORunConfig, config, overrides))
     curve = [h.get("reward/total/mean", float("nan")) for h in res.history]

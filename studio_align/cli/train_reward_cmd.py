@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+from studio_align.reward_models.train import RewardTrainConfig, train_reward
 
 
 @train.command("reward")
@@ -14,7 +15,6 @@ def reward(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> No
 
     Exits non-zero with the held-out accuracy when the quality gate refuses the model.
     """
-    from studio_align.reward_models.train import RewardTrainConfig, train_reward
 
     cfg = load_run_config(RewardTrainConfig, config, overrides)
     rep = train_reward(cfg)

@@ -76,7 +76,7 @@ def iter_record_file(
     if p.is_dir():
         raise DataError(f"{p}: is a directory, expected a JSONL file of {kind}")
     try:
-        f = open(p, "rb")
+        f = open(p, "rb")  # noqa: SIM115 - closed by the `with` below; opening errors differ
     except FileNotFoundError:
         raise DataError(f"{p}: file not found") from None
     except OSError as e:

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from studio_align.catalog import Catalog
+from studio_align.data.records import read_record_file
 from studio_align.intents.demo_phrases import (
     CONNECTORS,
     FILLERS,
@@ -281,25 +283,8 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
     return p
 
 
-def read_examples(path: str | Path) -> list[dict[str, Any]]:
-    """Read labelled routing examples (JSONL); a bad line raises naming file and line."""
-    from studio_align.errors import DataError
-
-    p = Path(path)
-    rows = []
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError as e:
-        raise DataError(f"{p}: file not found") from e
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            req, plan = row["request"], row["plan"]
-            if not isinstance(req.get("text"), str) or not isinstance(plan, list):
-                raise TypeError("request.text must be a string and plan a list")
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-            raise DataError(f"{p}:{i}: not a labelled routing example ({e})") from e
-        rows.append(row)
-    return rows
+def read_examples(path: str | Path, catalog: Catalog | None = None) -> list[dict[str, Any]]:
+    """Labelled routing examples from JSONL through the one validating record reader
+    (`data.records`): a bad line raises naming file and line; with `catalog`, plans are
+    checked against it."""
+    return read_record_file(path, "routing_examples", catalog=catalog)

@@ -27,8 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.catalog import Catalog, default_catalog
+from studio_align.errors import DataError
+from studio_align.intents.demo import read_examples
 from studio_align.intents.format import is_cjk, request_fields
-from studio_align.intents.plugin import ordered_step_f1
+from studio_align.intents.report import write_report
+from studio_align.intents.rewards import ordered_step_f1
+from studio_align.intents.router import Router
 
 Plan = Sequence[str]
 NONE_STEP = "<none>"
@@ -195,12 +199,9 @@ def evaluate_checkpoint(
 ) -> dict[str, Any]:
     """`eval router`: load a router checkpoint, score it on a labelled JSONL file, and
     optionally write the HTML/PNG report. Returns the figures (JSON-ready)."""
-    from studio_align.intents.demo import read_examples
-    from studio_align.intents.router import Router
 
     examples = read_examples(data)
     if not examples:
-        from studio_align.errors import DataError
 
         raise DataError(f"{data}: no labelled routing examples")
     router = Router.load(checkpoint)
@@ -208,7 +209,6 @@ def evaluate_checkpoint(
     figures["checkpoint"] = str(checkpoint)
     figures["data"] = str(data)
     if report_dir is not None:
-        from studio_align.intents.report import write_report
 
         page = write_report(
             report_dir,

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from studio_align.catalog import ATTACHMENT_KINDS, Catalog
 from studio_align.errors import DataError
+from studio_align.models.tokenizer import Tokenizer
 
 PAD, BOS, EOS, UNK, PLAN = "<pad>", "<bos>", "<eos>", "<unk>", "<plan>"
 BASE_SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK, PLAN)
@@ -86,7 +87,6 @@ def request_fields(request: Any) -> tuple[str, list[str]]:
 
 def build_tokenizer(texts: Iterable[str], catalog: Catalog, vocab_size: int = 2048) -> Any:
     """Train the engine's byte-level BPE tokenizer on request texts with the router tokens."""
-    from studio_align.models.tokenizer import Tokenizer
 
     corpus = [normalize_text(t) for t in texts]
     tok = Tokenizer.train(corpus, vocab_size=vocab_size, special_tokens=special_tokens(catalog))

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from studio_align.catalog import ATTACHMENT_KINDS, Catalog
+from studio_align.generation.constraint import FSMConstraint
 from studio_align.intents.format import EOS, PAD, TokenizerLike, step_token
 
 _BIT = {kind: 1 << i for i, kind in enumerate(ATTACHMENT_KINDS)}
@@ -81,7 +82,6 @@ class PlanGrammar:
 
     def constraint(self, attachment_lists: Sequence[Iterable[str]]) -> Any:
         """The engine's `FSMConstraint` with one initial state per request."""
-        from studio_align.generation.constraint import FSMConstraint
 
         return FSMConstraint(
             allowed=self.allowed,

@@ -38,6 +38,8 @@ from flax import nnx
 
 from studio_align.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_catalog
 from studio_align.errors import CheckpointError
+from studio_align.generation.constraint import FSMConstraint
+from studio_align.generation.sampler import Sampler
 from studio_align.intents.format import (
     BOS,
     MAX_TEXT_TOKENS,
@@ -48,6 +50,8 @@ from studio_align.intents.format import (
     request_fields,
 )
 from studio_align.intents.grammar import PlanGrammar, compile_grammar
+from studio_align.models.bundle import load_model_bundle, save_model_bundle
+from studio_align.models.hf import load_hf
 
 ROUTER_FILE = "router.json"
 
@@ -111,7 +115,6 @@ def save_router(
     **extra: Any,
 ) -> Path:
     """Save model + tokenizer as a bundle (training's `save_model_bundle`) plus `router.json`."""
-    from studio_align.models.bundle import save_model_bundle
 
     save_model_bundle(path, model, tokenizer)
     save_router_meta(path, catalog, max_steps=max_steps, **extra)
@@ -173,7 +176,6 @@ class Router:
         self.decode = decode
         if decode in ("auto", "sampler"):
             try:
-                from studio_align.generation.sampler import Sampler
 
                 self._sampler = Sampler.for_tokenizer(model, tokenizer, snapshot=True)
             except ImportError:
@@ -189,14 +191,12 @@ class Router:
     def load(cls, path: str | Path, **kwargs: Any) -> Router:
         """Load a router checkpoint directory: a model bundle + `router.json`, or the same
         exported to Hugging Face layout (`studio-align model export-hf`)."""
-        from studio_align.models.bundle import load_model_bundle
 
         meta = load_router_meta(path)
         d = Path(path)
         model: Any
         tok: Any
         if not (d / "bundle.json").exists() and (d / "config.json").exists():
-            from studio_align.models.hf import load_hf
 
             hf = load_hf(d)
             model, tok = hf.model, hf.tokenizer
@@ -229,7 +229,6 @@ class Router:
         """Re-read the model's weights (after training it in place)."""
         self._graphdef, self._state = nnx.split(self.model)
         if self._sampler is not None:
-            from studio_align.generation.sampler import Sampler
 
             self._sampler = Sampler.for_tokenizer(self.model, self.tokenizer, snapshot=True)
 
@@ -315,7 +314,6 @@ class Router:
         return res, np.asarray(out.logps).sum(axis=-1)
 
     def _constraint(self, inits: Sequence[int]) -> Any:
-        from studio_align.generation.constraint import FSMConstraint
 
         return FSMConstraint(
             allowed=self.grammar.allowed,

@@ -30,6 +30,7 @@ import numpy as np
 from flax import nnx
 
 from studio_align.errors import CheckpointError
+from studio_align.models.tokenizer import Tokenizer
 
 FORMAT = "studio-align/model-bundle"
 VERSION = 1
@@ -154,7 +155,6 @@ def load_model_bundle(directory: str | Path) -> ModelBundle:
     model = nnx.merge(graphdef, nnx.from_flat_state(flat))
     tokenizer = None
     if (d / "tokenizer.json").exists():
-        from studio_align.models.tokenizer import Tokenizer
 
         tokenizer = Tokenizer.load(d / "tokenizer.json")
     return ModelBundle(

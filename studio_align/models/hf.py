@@ -44,9 +44,13 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 
 from studio_align.errors import ModelLoadError
+from studio_align.models.bundle import load_model_bundle
 from studio_align.models.config import LoraConfig, ModelConfig
 from studio_align.models.hf_config import read_hf_config, to_hf_config, to_model_config
+from studio_align.models.lora import add_lora, merge_lora
 from studio_align.models.safetensors_io import SafetensorsDir, save_safetensors
+from studio_align.models.sharding import MeshConfig, state_sharding
+from studio_align.models.tokenizer import Tokenizer
 from studio_align.models.transformer import Transformer
 
 _TEXT_PREFIXES = ("model.", "language_model.model.", "model.language_model.")
@@ -153,12 +157,10 @@ def load_hf(
         )
     model = nnx.merge(graphdef, nnx.from_flat_state(flat))
     if lora is not None:
-        from studio_align.models.lora import add_lora
 
         add_lora(model, lora, rngs=nnx.Rngs(seed))
     tok = None
     if tokenizer or (tokenizer is None and (d / "tokenizer.json").exists()):
-        from studio_align.models.tokenizer import Tokenizer
 
         # a tokenizer may know ids past the embedding (multimodal Gemma 3's image token);
         # `extend_vocab` covers them when tokens are added for training
@@ -171,7 +173,6 @@ def _shardings(state: Any, mesh: Mesh | None, mesh_config: Any | None) -> dict:
     if mesh is None:
         one = SingleDeviceSharding(jax.devices()[0])
         return {path: one for path, _ in flat}
-    from studio_align.training.mesh import MeshConfig, state_sharding
 
     tree = state_sharding(mesh, state, mesh_config or MeshConfig(fsdp=int(mesh.shape["fsdp"])))
     return {path: var.get_value() for path, var in nnx.to_flat_state(tree)}
@@ -299,7 +300,6 @@ def save_hf(
     given, and from `source` (the directory the base came from) the tokenizer config,
     generation config and chat template, so chat formatting survives the round trip.
     """
-    from studio_align.models.lora import merge_lora
 
     cfg: ModelConfig = model.cfg
     if cfg.lora is not None:
@@ -365,7 +365,6 @@ def export_hf(
     LoRA is merged; `router.json` is copied when present, so the exported directory
     still carries the catalog and plan-grammar settings next to the weights.
     """
-    from studio_align.models.bundle import load_model_bundle
 
     bundle = load_model_bundle(checkpoint)
     if not isinstance(bundle.model, Transformer):

@@ -32,19 +32,19 @@ from pydantic import Field
 from studio_align.algorithms import dpo_loss, orpo_loss, simpo_loss
 from studio_align.config import Strict
 from studio_align.models.logprobs import token_logps
+from studio_align.tasks import StartingPoint
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.loop import TrainRunConfig, train_loop
-from studio_align.training.preference_data import pack_pairs, route_pairs
+from studio_align.training.packing import pack_pairs
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
-from studio_align.training.router_tuning import (
-    PolicySection,
+from studio_align.training.run import (
+    ModelSection,
     PreferenceResult,
     RecordsSection,
-    StartingPoint,
-    load_starting_point,
     prepare_run_dir,
     read_split,
-    save_tuned_router,
+    resolve_task,
+    save_for_task,
 )
 
 DPOLossType = Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"]
@@ -228,25 +228,31 @@ def evaluate_pairs(
 
 
 class DPORunConfig(TrainRunConfig):
-    """The run config of `studio-align train dpo` (router preference tuning)."""
+    """The run config of `studio-align train dpo` (any task with preference pairs)."""
 
-    model: PolicySection = Field(default_factory=PolicySection)
+    task: str = "router"
+    model: ModelSection = Field(default_factory=ModelSection)
     data: RecordsSection = Field(default_factory=RecordsSection)
     dpo: DPOConfig = Field(default_factory=DPOConfig)
 
 
-def train_dpo(cfg: DPORunConfig, *, start: StartingPoint | None = None) -> PreferenceResult:
-    """Tune a router with the configured DPO-family loss on `route_dpo_pairs` records."""
-    start = start or load_starting_point(cfg.model, seed=cfg.train.seed)
-    tok = start.tokenizer
+def train_dpo(
+    cfg: DPORunConfig, *, task: Any = None, start: StartingPoint | None = None
+) -> PreferenceResult:
+    """Tune `task` (default: `cfg.task`) with the configured DPO-family loss on its pairs."""
+    task = resolve_task(task or cfg.task, "dpo")
+    start = start or task.start(cfg.model, seed=cfg.train.seed)
+    pad_id = start.tokenizer.pad_id
     train_pairs = pack_pairs(
-        *route_pairs(read_split(cfg.data, "route_dpo_pairs", "train"), tok),
-        pad_id=tok.pad_id,
+        *task.preference_pairs(start, read_split(task, cfg.data, "dpo", "train")),
+        pad_id=pad_id,
         length=cfg.data.max_len,
     )
-    held_records = read_split(cfg.data, "route_dpo_pairs", "heldout")
+    held_records = read_split(task, cfg.data, "dpo", "heldout")
     held = (
-        pack_pairs(*route_pairs(held_records, tok), pad_id=tok.pad_id, length=cfg.data.max_len)
+        pack_pairs(
+            *task.preference_pairs(start, held_records), pad_id=pad_id, length=cfg.data.max_len
+        )
         if held_records
         else None
     )
@@ -278,10 +284,11 @@ def train_dpo(cfg: DPORunConfig, *, start: StartingPoint | None = None) -> Prefe
     batches = ArrayBatches(arrays, cfg.train.batch_size, seed=cfg.train.seed)
     result = train_loop(
         start.model, cfg.optim, make_dpo_loss(cfg.dpo), batches, cfg,
-        eval_fn=eval_fn, wrt=start.wrt, name="dpo",
+        eval_fn=eval_fn, wrt=start.wrt or nnx.Param, name="dpo",
     )  # fmt: skip
     metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}
-    path = save_tuned_router(run_dir, start, trained_by=f"dpo:{cfg.dpo.loss_type}", metrics=metrics)
+    path = save_for_task(task, start, run_dir, trained_by=f"dpo:{cfg.dpo.loss_type}",
+                         metrics=metrics)  # fmt: skip
     return PreferenceResult(
         metrics=result.metrics,
         heldout_before=before,

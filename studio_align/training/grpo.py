@@ -46,21 +46,19 @@ from pydantic import Field
 from studio_align.algorithms import grpo_advantages, grpo_loss, overlong_penalty
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
-from studio_align.training.accumulate import accumulated_grads
-from studio_align.training.checkpoint import CheckpointConfig, Checkpointer
-from studio_align.training.loop import check_finite
-from studio_align.training.mesh import (
+from studio_align.models.sharding import (
     MeshConfig,
     batch_parallelism,
     batch_sharding,
-    make_mesh,
-    opt_state_sharding,
-    state_sharding,
 )
+from studio_align.rewards import score_batch
+from studio_align.training.accumulate import accumulated_grads
+from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.loop import check_finite
 from studio_align.training.metrics import MetricsLogger
-from studio_align.training.optim import OptimConfig, make_optimizer
+from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import Policy, Rollout
-from studio_align.training.router_tuning import PolicySection, RecordsSection, StartingPoint
+from studio_align.training.state import RunCheckpoints, TrainState, open_checkpoints
 
 RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
 
@@ -103,7 +101,6 @@ def plugin_reward_fn(
     prompt records (dicts) other than `prompt`, repeated per sample; `prompts` are the
     policy inputs.
     """
-    from studio_align.rewards import score_batch
 
     def fn(records: list[Any], rollout: Rollout) -> tuple[np.ndarray, dict[str, float]]:
         columns: dict[str, list[Any]] = dict(rollout.columns)
@@ -163,41 +160,27 @@ class GRPOTrainer:
         self._mb_rng = np.random.default_rng([cfg.seed, 1])
         self.logger = MetricsLogger(run_dir, "grpo", fire_hook=fire_hook) if run_dir else None
         updates = cfg.steps * cfg.mu * cfg.minibatches
-        self.tx, self.schedule = make_optimizer(optim, updates)
-        graphdef, params, rest = nnx.split(model, wrt, ...)  # type: ignore[misc]
-        # sharding as in the shared train loop: parameters by their logical axes, the
-        # minibatch over (data, fsdp); one device is the 1 x 1 case of the same code
-        mesh_cfg = mesh or MeshConfig.model_validate({})
-        self.mesh = make_mesh(mesh_cfg, devices)
-        self._p_shard = state_sharding(self.mesh, params, mesh_cfg)
-        self._r_shard = state_sharding(self.mesh, rest, mesh_cfg)
-        self.graphdef: Any = graphdef
-        self.params: Any = jax.device_put(params, self._p_shard)
-        self.rest: Any = jax.device_put(rest, self._r_shard)
-        o_shard = opt_state_sharding(
-            self.mesh, self.tx, jax.eval_shape(self.tx.init, self.params), self._p_shard
-        )
-        self.opt_state = jax.jit(self.tx.init, out_shardings=o_shard)(self.params)
+        # the train state every trainer shares (state.py): parameters placed by their
+        # logical axes, the minibatch over (data, fsdp); one device is the 1 x 1 case
+        state = TrainState.create(model, optim, updates, mesh, wrt=wrt, devices=devices,
+                                  name="grpo")  # fmt: skip
+        self.tx, self.schedule, self.mesh = state.tx, state.schedule, state.mesh
+        self.graphdef: Any = state.graphdef
+        self.params: Any = state.params
+        self.rest: Any = state.rest
+        self.opt_state: Any = state.opt_state
+        self._state = state
         self.wrt = wrt
         self.compiles = 0
         self.step_count = 0  # optimizer steps (rollouts) done, restored on resume
-        self._ckpt: Checkpointer | None = None
+        self._ckpt: RunCheckpoints | None = None
         if checkpoint is not None and (checkpoint.dir or run_dir):
-            self._ckpt = Checkpointer(
-                checkpoint.dir or Path(run_dir or ".") / "checkpoints",
-                every=checkpoint.every,
-                keep=checkpoint.keep,
-                async_save=checkpoint.async_save,
+            self._ckpt = open_checkpoints(
+                checkpoint, run_dir or ".", total_steps=cfg.steps, run="grpo"
             )
-            latest = self._ckpt.latest_step() if checkpoint.resume else None
-            if latest is not None:
-                self._restore(latest)
-        replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
-        self._update = jax.jit(
-            self._make_update(),
-            donate_argnums=(0, 1, 2),
-            out_shardings=(self._p_shard, self._r_shard, o_shard, replicated),
-        )
+            if self._ckpt.latest is not None:
+                self._restore()
+        self._update = state.jit_update(self._make_update())
         self._ref_logps: Callable | None = None
         if ref_model is not None:
             ref_graphdef, ref_state = nnx.split(ref_model)
@@ -375,10 +358,12 @@ class GRPOTrainer:
             "queue": [int(i) for i in self._queue],
         }
 
-    def _restore(self, step: int) -> None:
+    def _restore(self) -> None:
         assert self._ckpt is not None
-        trees, rec = self._ckpt.restore(step, self._trees())
-        self.params, self.rest, self.opt_state = trees["params"], trees["rest"], trees["opt_state"]
+        rec = self._ckpt.restore(self._state)
+        self.params, self.rest, self.opt_state = (
+            self._state.params, self._state.rest, self._state.opt_state
+        )  # fmt: skip
         self.step_count = int(rec["step"])
         self.rng = jax.random.wrap_key_data(
             jnp.asarray(rec["rng"], jnp.uint32), impl=jax.random.key_impl(self.rng)
@@ -401,157 +386,13 @@ class GRPOTrainer:
             result.history.append(m)
             if self.logger is not None and (s % self.cfg.log_every == 0 or s == result.steps):
                 self.logger.log(s, m)
-            if self._ckpt is not None and self._ckpt.should_save(s, final=s == result.steps):
+            if self._ckpt is not None and self._ckpt.checkpointer.should_save(
+                s, final=s == result.steps
+            ):
                 self._ckpt.save(s, self._trees(), self._record())
         if self._ckpt is not None:
-            self._ckpt.wait()
+            self._ckpt.checkpointer.wait()
         nnx.update(self.model, self.params, self.rest)
         result.seconds = time.perf_counter() - t0
         result.compiles = self.compiles
         return result
-
-
-# -- the `train grpo` run (router) -----------------------------------------------------------
-
-
-class SamplingSection(Strict):
-    """`[sampling]`: how rollouts are drawn (temperature 1 keeps rollouts on-policy)."""
-
-    temperature: float = Field(default=1.0, gt=0)
-    max_new_tokens: int | None = Field(default=None, ge=1)  # default: the router's max_steps + 1
-
-
-class GRPORunConfig(Strict):
-    """The run config of `studio-align train grpo` (router tuning with plugin rewards)."""
-
-    run_dir: Path = Path("runs/grpo")
-    model: PolicySection = Field(default_factory=PolicySection)
-    data: RecordsSection = Field(default_factory=RecordsSection)
-    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
-    optim: OptimConfig = Field(
-        default_factory=lambda: OptimConfig.model_validate(
-            {"learning_rate": 1e-5, "decay": "constant"}
-        )
-    )
-    sampling: SamplingSection = Field(default_factory=SamplingSection)
-    mesh: MeshConfig = Field(default_factory=lambda: MeshConfig.model_validate({}))
-    checkpoint: CheckpointConfig = Field(
-        default_factory=lambda: CheckpointConfig.model_validate({"every": 10})
-    )
-    # plugin reward name -> weight; every reward named here must be registered
-    rewards: dict[str, float] = Field(
-        default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
-    )
-
-
-@dataclass
-class GRPORunResult:
-    history: list[dict[str, float]]
-    heldout_before: dict[str, float]
-    heldout_after: dict[str, float]
-    checkpoint: Path
-    run_dir: Path
-    seconds: float
-
-
-def _router_records(examples: Sequence[Mapping[str, Any]], tok: Any) -> list[dict[str, Any]]:
-    from studio_align.intents.format import encode_prompt
-
-    return [
-        {
-            "prompt": encode_prompt(tok, ex["request"]),
-            "requests": ex["request"],
-            "gold_plans": ex["plan"],
-        }
-        for ex in examples
-    ]
-
-
-def router_policy(start: StartingPoint, sampling: SamplingSection, *, max_prompt_len: int) -> Any:
-    """`LMPolicy` for a router: constrained by its plan grammar, plans decoded for rewards."""
-    from studio_align.intents.format import decode_plan
-    from studio_align.intents.grammar import compile_grammar
-    from studio_align.training.policy import LMPolicy
-    from studio_align.training.router_tuning import attachments_of
-
-    tok, catalog = start.tokenizer, start.catalog
-    grammar = compile_grammar(
-        catalog, tok, vocab_size=start.model.cfg.vocab_size, max_steps=start.max_steps
-    )
-    return LMPolicy(
-        max_prompt_len=max_prompt_len,
-        max_new_tokens=sampling.max_new_tokens or start.max_steps + 1,
-        pad_id=tok.pad_id,
-        eos_id=tok.eos_id,
-        temperature=sampling.temperature,
-        constraint_for=lambda rows: grammar.constraint([attachments_of(r, tok) for r in rows]),
-        decode=lambda ids: decode_plan(tok, ids, catalog),
-        decoded_column="plans",
-    )
-
-
-def heldout_reward(
-    trainer: GRPOTrainer, records: Sequence[Any], *, group_size: int = 1
-) -> dict[str, float]:
-    """Mean rewards of fresh samples for held-out prompts under the current policy."""
-    if not records:
-        return {}
-    trainer.rng, key = jax.random.split(trainer.rng)
-    inputs = [r["prompt"] for r in records]
-    rollout = trainer.policy.sample(trainer._current_model(), inputs, group_size, key)
-    per_sample = [r for r in records for _ in range(group_size)]
-    total, metrics = trainer.reward_fn(per_sample, rollout)
-    out = {k: v for k, v in metrics.items() if k.endswith("/mean")}
-    out["reward/total/mean"] = float(np.mean(total))
-    return out
-
-
-def train_grpo(
-    cfg: GRPORunConfig, *, start: StartingPoint | None = None, host: Any = None
-) -> GRPORunResult:
-    """Tune a router with GRPO on `routing_examples` prompts and plugin rewards."""
-    from studio_align.training.router_tuning import (
-        load_starting_point,
-        prepare_run_dir,
-        read_split,
-        save_tuned_router,
-    )
-
-    start = start or load_starting_point(cfg.model, seed=cfg.grpo.seed)
-    if host is None:
-        from studio_align.plugins import get_host
-
-        host = get_host()
-    missing = sorted(set(cfg.rewards) - set(host.rewards))
-    if missing:
-        raise ConfigError(f"rewards: {missing} not registered (available: {sorted(host.rewards)})")
-    rewards = {name: host.rewards[name] for name in cfg.rewards}
-    train = _router_records(read_split(cfg.data, "routing_examples", "train"), start.tokenizer)
-    held = _router_records(read_split(cfg.data, "routing_examples", "heldout"), start.tokenizer)
-    if not train:
-        raise ConfigError("data: no routing examples to draw GRPO prompts from")
-    longest = max(len(r["prompt"]) for r in train + held)
-    max_prompt_len = cfg.data.max_len or -(-longest // 8) * 8
-    policy = router_policy(start, cfg.sampling, max_prompt_len=max_prompt_len)
-    reward_fn = plugin_reward_fn(rewards, cfg.rewards, context={"catalog": start.catalog})
-    run_dir = prepare_run_dir(cfg)
-    trainer = GRPOTrainer(
-        policy, start.model, train, reward_fn, cfg.grpo, cfg.optim,
-        ref_model=start.reference if cfg.grpo.beta > 0 else None,
-        run_dir=run_dir, wrt=start.wrt, fire_hook=True, mesh=cfg.mesh,
-        checkpoint=cfg.checkpoint,
-    )  # fmt: skip
-    before = heldout_reward(trainer, held)
-    result = trainer.train()
-    after = heldout_reward(trainer, held)
-    last = result.history[-1] if result.history else {}
-    metrics = {**last, **{f"eval/{k}": v for k, v in after.items()}}
-    path = save_tuned_router(run_dir, start, trained_by="grpo", metrics=metrics)
-    return GRPORunResult(
-        history=result.history,
-        heldout_before=before,
-        heldout_after=after,
-        checkpoint=path,
-        run_dir=run_dir,
-        seconds=result.seconds,
-    )

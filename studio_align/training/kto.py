@@ -29,19 +29,19 @@ from pydantic import Field
 from studio_align.algorithms import kto_loss
 from studio_align.config import Strict
 from studio_align.models.logprobs import token_logps
+from studio_align.tasks import StartingPoint
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.loop import TrainRunConfig, train_loop
-from studio_align.training.preference_data import pack_unpaired, route_samples
+from studio_align.training.packing import pack_unpaired
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
-from studio_align.training.router_tuning import (
-    PolicySection,
+from studio_align.training.run import (
+    ModelSection,
     PreferenceResult,
     RecordsSection,
-    StartingPoint,
-    load_starting_point,
     prepare_run_dir,
     read_split,
-    save_tuned_router,
+    resolve_task,
+    save_for_task,
 )
 
 
@@ -171,9 +171,10 @@ def evaluate_samples(
 
 
 class KTORunConfig(TrainRunConfig):
-    """The run config of `studio-align train kto` (router tuning on unpaired outcomes)."""
+    """The run config of `studio-align train kto` (any task with unpaired outcomes)."""
 
-    model: PolicySection = Field(default_factory=PolicySection)
+    task: str = "router"
+    model: ModelSection = Field(default_factory=ModelSection)
     data: RecordsSection = Field(default_factory=RecordsSection)
     kto: KTOConfig = Field(default_factory=KTOConfig)
 
@@ -183,19 +184,23 @@ class KTOResult(PreferenceResult):
     desirable_weight: float = 1.0  # weight of desirable samples (balanced if not set)
 
 
-def train_kto(cfg: KTORunConfig, *, start: StartingPoint | None = None) -> KTOResult:
-    """Tune a router with KTO on route `kto_samples` (accepted = desirable, abandoned = not)."""
-    start = start or load_starting_point(cfg.model, seed=cfg.train.seed)
-    tok = start.tokenizer
+def train_kto(
+    cfg: KTORunConfig, *, task: Any = None, start: StartingPoint | None = None
+) -> KTOResult:
+    """Tune `task` (default: `cfg.task`) with KTO on its unpaired samples (for the router,
+    accepted routes are desirable and abandoned ones are not)."""
+    task = resolve_task(task or cfg.task, "kto")
+    start = start or task.start(cfg.model, seed=cfg.train.seed)
+    pad_id = start.tokenizer.pad_id
     train = pack_unpaired(
-        *route_samples(read_split(cfg.data, "kto_samples", "train"), tok),
-        pad_id=tok.pad_id,
+        *task.kto_samples(start, read_split(task, cfg.data, "kto", "train")),
+        pad_id=pad_id,
         length=cfg.data.max_len,
     )
-    held_records = read_split(cfg.data, "kto_samples", "heldout")
-    held_cols = route_samples(held_records, tok) if held_records else ([], [], [])
+    held_records = read_split(task, cfg.data, "kto", "heldout")
+    held_cols = task.kto_samples(start, held_records) if held_records else ([], [], [])
     held = (
-        pack_unpaired(*held_cols, pad_id=tok.pad_id, length=cfg.data.max_len)
+        pack_unpaired(*held_cols, pad_id=pad_id, length=cfg.data.max_len)
         if len(held_cols[0]) >= 2
         else None
     )
@@ -221,10 +226,10 @@ def train_kto(cfg: KTORunConfig, *, start: StartingPoint | None = None) -> KTORe
     batches = ArrayBatches({**train, **ref}, cfg.train.batch_size, seed=cfg.train.seed)
     result = train_loop(
         start.model, cfg.optim, make_kto_loss(cfg.kto, desirable_weight=wd), batches, cfg,
-        eval_fn=eval_fn, wrt=start.wrt, name="kto",
+        eval_fn=eval_fn, wrt=start.wrt or nnx.Param, name="kto",
     )  # fmt: skip
     metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}
-    path = save_tuned_router(run_dir, start, trained_by="kto", metrics=metrics)
+    path = save_for_task(task, start, run_dir, trained_by="kto", metrics=metrics)
     return KTOResult(
         metrics=result.metrics,
         heldout_before=before,

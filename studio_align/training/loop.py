@@ -37,15 +37,15 @@ from pydantic import Field, model_validator
 
 from studio_align.config import Strict
 from studio_align.errors import ConfigError, DataError, TrainingError
-from studio_align.training.accumulate import LossFn, accumulated_grads
-from studio_align.training.batches import BatchSource, HostBatch, as_source
-from studio_align.training.checkpoint import CheckpointConfig
-from studio_align.training.distributed import DistributedConfig, is_main_process, maybe_initialize
-from studio_align.training.mesh import (
+from studio_align.models.sharding import (
     BATCH_AXES,
     MeshConfig,
     batch_parallelism,
 )
+from studio_align.training.accumulate import LossFn, accumulated_grads
+from studio_align.training.batches import BatchSource, HostBatch, as_source
+from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.distributed import DistributedConfig, is_main_process, maybe_initialize
 from studio_align.training.metrics import MetricsLogger, Progress
 from studio_align.training.optim import OptimConfig
 from studio_align.training.state import TrainState, open_checkpoints

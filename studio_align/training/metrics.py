@@ -21,12 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from studio_align.plugins import get_host
+
 
 def _plugin_host() -> Any:
-    try:
-        from studio_align.plugins import get_host
-    except ImportError:  # plugin host not available: metrics go to the file only
-        return None
     return get_host()
 
 

@@ -38,6 +38,8 @@ import numpy as np
 from flax import nnx
 
 from studio_align.errors import DataError
+from studio_align.generation.sampler import Sampler
+from studio_align.models.transformer import positions_from_mask
 
 
 @dataclass
@@ -143,7 +145,6 @@ class LMPolicy:
     def sample(
         self, model: nnx.Module, prompts: Sequence[Sequence[int]], group_size: int, rng: jax.Array
     ) -> Rollout:
-        from studio_align.generation.sampler import Sampler
 
         rows = [list(p) for p in prompts for _ in range(group_size)]
         too_long = [i for i, p in enumerate(rows) if len(p) > self.max_prompt_len]
@@ -206,7 +207,6 @@ class LMPolicy:
     def logps(
         self, model: nnx.Module, batch: Mapping[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        from studio_align.models.transformer import positions_from_mask
 
         tokens, attn = batch["tokens"], batch["attn"]
         mask = batch["completion_mask"]

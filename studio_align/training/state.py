@@ -33,9 +33,9 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 from studio_align.errors import CheckpointError, ConfigError
+from studio_align.models.sharding import MeshConfig, make_mesh, opt_state_sharding, state_sharding
 from studio_align.plugins import get_host
 from studio_align.training.checkpoint import CheckpointConfig, Checkpointer
-from studio_align.training.mesh import MeshConfig, make_mesh, opt_state_sharding, state_sharding
 from studio_align.training.optim import OptimConfig, make_optimizer
 
 
@@ -128,7 +128,9 @@ class RunCheckpoints:
         host = get_host()
         if host.has_checkpoint_hooks():
             self.checkpointer.wait()
-            host.fire_checkpoint(run=self.run, step=step, directory=str(self.checkpointer.directory))
+            host.fire_checkpoint(
+                run=self.run, step=step, directory=str(self.checkpointer.directory)
+            )
 
     def close(self) -> None:
         self.checkpointer.wait()

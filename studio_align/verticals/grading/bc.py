@@ -18,6 +18,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from studio_align.data.compile import InvalidLogError
 from studio_align.data.reader import LogReader
 from studio_align.data.schemas import RetouchEvent
 from studio_align.errors import DataError
@@ -55,7 +56,6 @@ def read_retouches(
         who.append(ev.creator)
         paths.append(path)
     if reader.summary.invalid_count and quarantine is None:
-        from studio_align.data.compile import InvalidLogError
 
         raise InvalidLogError(reader.summary)
     if not srcs:

@@ -25,6 +25,7 @@ import numpy as np
 from flax import nnx
 from PIL import Image
 
+from studio_align.plugins import get_host
 from studio_align.reward_models.color_stats import color_features
 from studio_align.reward_models.images import load_image
 from studio_align.reward_models.scorer import AestheticScorer
@@ -142,7 +143,6 @@ def run_grading_demo(
 
     t = time.perf_counter()
     scorer = AestheticScorer.load(out / "reward_model", require_gate=True)
-    from studio_align.plugins import get_host
 
     host = get_host()
     tuned = nnx.clone(bc)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from studio_align.intents.pipeline import QuickstartConfig, run_pipeline
+from studio_align.quickstart import QuickstartConfig, run_quickstart
 from studio_align.intents.router import Router
 
 TINY = QuickstartConfig(
@@ -21,7 +21,7 @@ TINY = QuickstartConfig(
 @pytest.mark.slow
 def test_quickstart_pipeline_tiny(tmp_path) -> None:
     lines: list[str] = []
-    res = run_pipeline(tmp_path, TINY, log=lines.append)
+    res = run_quickstart(tmp_path, TINY, log=lines.append)
     assert [s.stage for s in res.stages] == ["sft", "dpo", "kto", "grpo"]
     assert all(s.status == "ok" for s in res.stages), res.missing
     for s in res.stages:

@@ -1,0 +1,89 @@
+"""Sizes, steps and settings of the quickstart loop, and what a run returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from studio_align.config import Strict
+
+
+class QuickstartConfig(Strict):
+    """Sizes and steps of the quickstart loop (defaults fit 2 CPU cores in minutes)."""
+
+    seed: int = 0
+    n_train: int | None = None  # None: sft_steps * batch_size, every example seen once
+    n_val: int = 200
+    n_heldout: int = 400
+    n_creators: int = 40
+    n_eval_creators: int = 12
+    vocab_size: int = Field(1024, ge=300)
+    # 3 layers, not 2: leave-templates-out validation 0.853 -> 0.890 (docs/router.md)
+    model: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "d_model": 128, "num_layers": 3, "num_heads": 4, "num_kv_heads": 1,
+            "head_dim": 32, "d_ff": 512, "max_seq_len": 128,
+        }
+    )  # fmt: skip
+    batch_size: int = 32
+    sft_steps: int = 800
+    sft_lr: float = 1e-3
+    preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
+    dpo_steps: int = 150
+    dpo_beta: float = 0.5
+    dpo_lr: float = 1e-4
+    # RPO: + alpha * NLL of the chosen (creator-preferred) plans; 150 steps at 1e-4 with
+    # alpha 2 chosen on the compiled logs' held-out creators (docs/router.md)
+    dpo_nll_alpha: float = 2.0
+    kto_steps: int = 40
+    kto_lr: float = 1e-4
+    grpo_steps: int = 50
+    grpo_group: int = 8
+    grpo_prompts: int = 8
+    grpo_lr: float = 1e-4
+    grpo_beta: float = 0.0  # KL penalty to the stage's starting router
+    eval_batch_size: int = 128
+    grading: bool = True  # also run the colour-grading vertical's demo (reward model + GRPO)
+
+
+@dataclass
+class StageResult:
+    stage: str
+    status: str = "ok"
+    seconds: float = 0.0
+    eval_seconds: float = 0.0
+    checkpoint: str | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        f = self.figures
+        nan = float("nan")
+        return {
+            "stage": self.stage,
+            "status": self.status,
+            "seconds": round(self.seconds, 1),
+            "eval_seconds": round(self.eval_seconds, 1),
+            "heldout_exact": f.get("heldout", {}).get("exact_plan_accuracy", nan),
+            "creator_agreement": f.get("creators", {}).get("exact_plan_accuracy", nan),
+            "handwritten_exact": f.get("handwritten", {}).get("exact_plan_accuracy", nan),
+            "heldout_majority_exact": f.get("heldout_majority", {}).get("exact_plan_accuracy", nan),
+            "handwritten_majority_exact": f.get("handwritten_majority", {}).get(
+                "exact_plan_accuracy", nan
+            ),
+            "validity_rate": min(
+                (v["validity_rate"] for v in f.values() if "validity_rate" in v), default=nan
+            ),
+            "checkpoint": self.checkpoint,
+        }
+
+
+@dataclass
+class PipelineResult:
+    out: Path
+    stages: list[StageResult]
+    router: Path | None
+    report: Path | None
+    missing: list[str]

@@ -1,0 +1,161 @@
+"""The whole loop on the embedded demo data (what `studio-align quickstart` runs).
+
+Steps, numbered as printed (`[i/n]`), each leaving what a user would get by hand:
+
+1. data: the seeded demo generator writes labelled examples (train / val / held-out
+   phrasings) and simulated creators write `route` logs; `studio_align.data` validates
+   and compiles the logs (DPO pairs from re-routes, KTO samples, endorsed plans), split
+   by creator and session;
+2. the router stages (`stages.STAGES`): sft, then dpo and/or kto, then grpo, each from
+   the real run config a user would write (saved in `stages/<stage>/config.toml`);
+3. grading (optional): the colour-grading vertical's demo (reward model + GRPO);
+4. report: the last stage's checkpoint becomes `OUT/router/`, with `OUT/report/`.
+
+After every router stage the router is scored on the evaluation sets: *held-out*
+(labelled plans, phrasings never trained on: did SFT learn the task), *creators*
+(preferred plans of creators never seen in the logs: did tuning on logs move the router
+towards what creators want) and the hand-written sets shipped in `intents/eval/`
+(does it generalise beyond the generator at all).
+
+A stage that fails is reported (traceback in OUT/<stage>_error.txt) and the run goes on
+with what exists and says so, rather than failing or pretending.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from studio_align.catalog import Catalog
+from studio_align.plugins import get_host
+from studio_align.quickstart.config import PipelineResult, QuickstartConfig, StageResult
+from studio_align.quickstart.data import prepare_data
+from studio_align.quickstart.report import (
+    Log,
+    evaluate_stage,
+    run_grading,
+    summary_line,
+    write_pipeline_report,
+)
+from studio_align.quickstart.stages import STAGES, stage_plan
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _run_stage(
+    name: str, out: Path, cfg: QuickstartConfig, data: dict[str, Any], current: Path | None,
+    catalog: Catalog, missing: list[str], log: Log,
+) -> StageResult:  # fmt: skip
+    res = StageResult(stage=name)
+    t = time.perf_counter()
+    try:
+        ckpt = STAGES[name](out, cfg, data, current, catalog)
+    except Exception as e:  # a broken stage must not hide the others' results
+        res.status = "failed"
+        missing.append(f"{name}: failed ({type(e).__name__}: {e})")
+        err = out / f"{name}_error.txt"
+        err.write_text(traceback.format_exc(), encoding="utf-8")
+        log(f"      {name}: FAILED ({type(e).__name__}: {e}); traceback in {err}")
+        return res
+    res.seconds = time.perf_counter() - t
+    res.checkpoint = str(ckpt)
+    t = time.perf_counter()
+    try:
+        res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
+    except Exception as e:  # the checkpoint stays; say why there are no figures
+        res.status = "eval failed"
+        missing.append(f"{name} evaluation: failed ({type(e).__name__}: {e})")
+        (out / f"{name}_eval_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+    res.eval_seconds = time.perf_counter() - t
+    log("      " + summary_line(res))
+    return res
+
+
+def run_quickstart(
+    out: str | Path,
+    cfg: QuickstartConfig | None = None,
+    *,
+    catalog: Catalog | None = None,
+    log: Log = print,
+) -> PipelineResult:
+    """Run every step (see module docstring) into `out`; never raises for a failed stage."""
+    cfg = cfg or QuickstartConfig()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    catalog = catalog if catalog is not None else get_host().catalog
+    t0 = time.perf_counter()
+    plan = stage_plan(cfg)
+    total = 1 + len(plan) + int(cfg.grading) + 1
+    log(f"[1/{total}] data: generating demo requests and creator logs ...")
+    t = time.perf_counter()
+    data = prepare_data(out, cfg, catalog)
+    n_logs = _count_lines(out / "data" / "creator_logs.jsonl")
+    log(
+        f"      {len(data['splits']['train'])} labelled train, {len(data['splits']['heldout'])} "
+        f"held-out, {n_logs} route events from {cfg.n_creators} creators, compiled in "
+        f"{time.perf_counter() - t:.1f}s"
+    )
+    stages: list[StageResult] = []
+    missing: list[str] = []
+    current: Path | None = None
+    for i, name in enumerate(plan, start=2):
+        if name != "sft" and current is None:
+            stages.append(StageResult(stage=name, status="skipped"))
+            missing.append(f"{name}: skipped (no SFT checkpoint to start from)")
+            log(f"[{i}/{total}] {name}: skipped, nothing to start from")
+            continue
+        log(f"[{i}/{total}] {name}: training ...")
+        res = _run_stage(name, out, cfg, data, current, catalog, missing, log)
+        stages.append(res)
+        if res.checkpoint is not None:
+            current = Path(res.checkpoint)
+
+    grading: dict[str, Any] | None = None
+    if cfg.grading:
+        log(
+            f"[{total - 1}/{total}] grading: reward model from selections + GRPO colour grading ..."
+        )
+        grading = run_grading(out, cfg, log, missing)
+
+    log(f"[{total}/{total}] report ...")
+    router_dir: Path | None = None
+    page: Path | None = None
+    if current is not None:
+        router_dir = out / "router"
+        if router_dir.exists():
+            shutil.rmtree(router_dir)
+        shutil.copytree(current, router_dir)
+        try:
+            page = write_pipeline_report(
+                out / "report", stages, data, router_dir, cfg, missing, grading=grading
+            )
+        except Exception as e:
+            missing.append(f"report: failed ({type(e).__name__}: {e})")
+            (out / "report_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+    summary = {
+        "stages": [s.row() for s in stages],
+        "missing": missing,
+        "seconds": time.perf_counter() - t0,
+        "router": str(router_dir) if router_dir else None,
+        "figures": {s.stage: s.figures for s in stages},
+        "grading": grading,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    log("")
+    for s in stages:
+        log(summary_line(s))
+    log(f"total {time.perf_counter() - t0:.0f}s")
+    if missing:
+        log("NOT RUN: " + "; ".join(missing))
+    if router_dir:
+        log(f"router checkpoint: {router_dir}")
+    if page:
+        log(f"report: {page}")
+    return PipelineResult(out=out, stages=stages, router=router_dir, report=page, missing=missing)

@@ -1,0 +1,113 @@
+"""The router stages of the quickstart, each built from the real nested run config a user
+would write (`train sft|dpo|kto|grpo --config`), saved as `stages/<stage>/config.toml`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from studio_align.catalog import Catalog
+from studio_align.intents.task import RouterTask
+from studio_align.quickstart.config import QuickstartConfig
+from studio_align.training.dpo import DPORunConfig, train_dpo
+from studio_align.training.grpo_run import GRPORunConfig, train_grpo
+from studio_align.training.kto import KTORunConfig, train_kto
+from studio_align.training.sft import SFTConfig, train_sft
+
+
+def _run_cfg(cfg: QuickstartConfig, run_dir: Path, steps: int, lr: float) -> dict[str, Any]:
+    return {
+        "run_dir": run_dir,
+        "train": {"steps": steps, "batch_size": cfg.batch_size, "seed": cfg.seed, "log_every": 20},
+        "optim": {"learning_rate": lr, "warmup_steps": min(20, steps // 10)},
+        "checkpoint": {"every": 0, "resume": False, "async_save": False},
+    }
+
+
+def stage_sft(out: Path, cfg: QuickstartConfig, data: dict[str, Any], catalog: Catalog) -> Path:
+    sc = SFTConfig.model_validate(
+        {
+            **_run_cfg(cfg, out / "stages" / "sft", cfg.sft_steps, cfg.sft_lr),
+            "model": {"preset": "router", "config": cfg.model, "vocab_size": cfg.vocab_size},
+        }
+    )
+    res = train_sft(
+        sc,
+        task=RouterTask(catalog),
+        examples=data["splits"]["train"],
+        heldout=data["splits"]["val"],
+    )
+    return Path(res.checkpoint)
+
+
+def stage_dpo(
+    out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Path, catalog: Catalog
+) -> Path:
+    rc = DPORunConfig.model_validate(
+        {
+            **_run_cfg(cfg, out / "stages" / "dpo", cfg.dpo_steps, cfg.dpo_lr),
+            "model": {"init_from": start},
+            "data": {"dir": data["compiled"]},
+            "dpo": {"beta": cfg.dpo_beta, "nll_alpha": cfg.dpo_nll_alpha},
+        }
+    )
+    return Path(train_dpo(rc, task=RouterTask(catalog)).checkpoint)
+
+
+def stage_kto(
+    out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Path, catalog: Catalog
+) -> Path:
+    rc = KTORunConfig.model_validate(
+        {
+            **_run_cfg(cfg, out / "stages" / "kto", cfg.kto_steps, cfg.kto_lr),
+            "model": {"init_from": start},
+            "data": {"dir": data["compiled"]},
+        }
+    )
+    return Path(train_kto(rc, task=RouterTask(catalog)).checkpoint)
+
+
+def stage_grpo(
+    out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Path, catalog: Catalog
+) -> Path:
+    rc = GRPORunConfig.model_validate(
+        {
+            "run_dir": out / "stages" / "grpo",
+            "model": {"init_from": start},
+            "data": {"dir": data["compiled"]},
+            "grpo": {
+                "steps": cfg.grpo_steps,
+                "group_size": cfg.grpo_group,
+                "prompts_per_step": cfg.grpo_prompts,
+                "seed": cfg.seed,
+                "beta": cfg.grpo_beta,
+            },
+            "optim": {"learning_rate": cfg.grpo_lr, "decay": "constant"},
+            "rewards": {"intent_accuracy": 1.0, "plan_validity": 0.5},
+        }
+    )
+    return Path(train_grpo(rc, task=RouterTask(catalog)).checkpoint)
+
+
+StageFn = Callable[[Path, QuickstartConfig, dict[str, Any], Any, Catalog], Path]
+
+# name -> builder; each takes (out, cfg, data, starting checkpoint or None, catalog)
+STAGES: dict[str, StageFn] = {
+    "sft": lambda out, cfg, data, start, catalog: stage_sft(out, cfg, data, catalog),
+    "dpo": stage_dpo,
+    "kto": stage_kto,
+    "grpo": stage_grpo,
+}
+
+
+def stage_plan(cfg: QuickstartConfig) -> list[str]:
+    """The router stages this config runs, in order."""
+    plan = ["sft"]
+    if cfg.preference in ("dpo", "dpo+kto"):
+        plan.append("dpo")
+    if cfg.preference in ("kto", "dpo+kto"):
+        plan.append("kto")
+    if cfg.grpo_steps > 0:
+        plan.append("grpo")
+    return plan

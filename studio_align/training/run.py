@@ -1,0 +1,124 @@
+"""What every trainer's run config shares beyond `[train]`: the task, the `[model]` it
+starts from, the `[data]` records it reads, the run directory, and the result shape.
+
+Design choices:
+- The task is named in the config (`task = "router"`, the default) and resolved through
+  the plugin host at the edge (`resolve_task`), so the trainers take a task object and
+  never import a product.
+- `[model]` is one section for every task and algorithm; the task interprets it
+  (a preset sized to its tokenizer, a saved bundle to continue, a Hugging Face base).
+- `[data]` is a `data compile` output directory or explicit JSONL files; which record
+  kind an algorithm reads is the task's `record_kinds[algorithm]`, and every file goes
+  through the one validating reader (`data.records`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from studio_align.config import Strict, dump_toml
+from studio_align.data.records import compiled_path, read_record_file
+from studio_align.errors import ConfigError
+from studio_align.plugins import get_host
+from studio_align.tasks import supports
+from studio_align.training.distributed import is_main_process
+
+
+class ModelSection(Strict):
+    """`[model]`: where the model starts; the task interprets it.
+
+    `init_from` continues a saved checkpoint (e.g. an SFT run's `model/`, also the
+    default reference); `base` starts from a local Hugging Face Gemma 3 directory in
+    `base_dtype`; otherwise a `preset` (sized to the tokenizer) with `config` overrides is
+    built fresh, with the tokenizer at `tokenizer` or one trained on the data
+    (`vocab_size`). `lora` (LoraConfig fields) trains adapters only.
+    """
+
+    preset: Literal["tiny", "router", "gemma3_270m", "none"] = "router"
+    config: dict[str, Any] = Field(default_factory=dict)
+    lora: dict[str, Any] | None = None
+    init_from: Path | None = None
+    base: Path | None = None
+    base_dtype: Literal["float32", "bfloat16"] = "float32"
+    reference: Path | None = None  # default: init_from (or the base itself)
+    tokenizer: Path | None = None  # tokenizer.json; None: the checkpoint's, or trained here
+    vocab_size: int = Field(2048, ge=64)  # for a tokenizer trained here
+    options: dict[str, Any] = Field(default_factory=dict)  # task-specific knobs
+
+
+class RecordsSection(Strict):
+    """`[data]`: a compiled-logs directory, or explicit JSONL files (which win)."""
+
+    dir: Path | None = None  # output of `studio-align data compile`
+    train: Path | None = None
+    heldout: Path | None = None
+    max_len: int | None = Field(default=None, ge=4)  # packed length; None: longest, rounded to 8
+    eval_batch_size: int = Field(default=64, ge=1)
+
+
+def resolve_task(task: Any, algorithm: str) -> Any:
+    """The task object for `task` (a registered name or an object) that supports `algorithm`."""
+    obj = get_host().task(task) if isinstance(task, str) else task
+    if not supports(obj, algorithm):
+        name = getattr(obj, "name", type(obj).__name__)
+        raise ConfigError(
+            f"task: {name!r} does not support {algorithm} "
+            f"(it supports: {', '.join(sorted(getattr(obj, 'algorithms', ()))) or 'nothing'})"
+        )
+    return obj
+
+
+def read_split(task: Any, section: RecordsSection, algorithm: str, split: str) -> list[Any]:
+    """The records `algorithm` trains on (`split="train"`) or evaluates on (`"heldout"`)."""
+    kind = task.record_kinds[algorithm]
+    explicit = section.train if split == "train" else section.heldout
+    if explicit is not None:
+        return read_record_file(explicit, kind)
+    if section.dir is None:
+        if split == "train":
+            raise ConfigError("data: set data.dir (a compiled-logs directory) or data.train")
+        return []
+    path = compiled_path(section.dir, kind, split)
+    if not path.is_file():
+        if split == "heldout":
+            return []
+        raise ConfigError(f"data.dir: {path} is missing (run `studio-align data compile` first)")
+    return read_record_file(path, kind)
+
+
+def prepare_run_dir(cfg: Any) -> Path:
+    """Create `cfg.run_dir` and record the resolved config there (main process only)."""
+    run_dir = Path(cfg.run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run_dir: {run_dir} exists and is not a directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if is_main_process():
+        (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    return run_dir
+
+
+@dataclass
+class PreferenceResult:
+    """What a DPO or KTO run returns."""
+
+    metrics: dict[str, float]  # last logged training window
+    heldout_before: dict[str, float]  # held-out figures of the starting point
+    heldout_after: dict[str, float]
+    checkpoint: Path  # what the task saved (a router checkpoint for the router)
+    run_dir: Path
+    reference_cache_hit: bool
+    train: Any  # the loop's TrainResult
+
+
+def save_for_task(
+    task: Any, start: Any, run_dir: Path, *, trained_by: str, metrics: dict[str, float]
+) -> Path:
+    """The task saves what it serves to `RUN_DIR/model` (main process only)."""
+    path = Path(run_dir) / "model"
+    if is_main_process():
+        task.save(start, path, trained_by=trained_by, metrics=metrics)
+    return path
