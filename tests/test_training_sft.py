@@ -154,11 +154,11 @@ run_dir = "{tmp_path / "run"}"
 
 [model]
 preset = "tiny"
+vocab_size = 300
 
 [data]
 train = "{train}"
 heldout = "{held}"
-vocab_size = 300
 
 [train]
 steps = 30

@@ -82,6 +82,7 @@ def sft(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
             "resumed_from": res.train.resumed_from,
             "seconds": round(res.train.seconds, 2),
             "train": res.metrics,
+            "heldout_before": res.heldout_before,
             "heldout": res.eval_metrics,
         },
         as_json,

@@ -36,7 +36,12 @@ class LabelledExample(RoutingExample):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
-def _model_for(kind: str) -> type[BaseModel]:
+RecordKind = str | type[BaseModel]
+
+
+def _model_for(kind: RecordKind) -> type[BaseModel]:
+    if isinstance(kind, type):  # a task's own record model (third-party tasks)
+        return kind
     if kind == "routing_examples":
         return LabelledExample
     if kind not in RECORD_MODELS:
@@ -65,16 +70,19 @@ def _plan_problems(row: dict[str, Any], catalog: Catalog) -> list[str]:
 
 
 def iter_record_file(
-    path: str | os.PathLike[str], kind: str, *, catalog: Catalog | None = None
+    path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
 ) -> Iterator[dict[str, Any]]:
     """Validated records of `kind` from a JSONL file, as plain dicts, in file order.
+
+    `kind` is a compiled record kind (`RECORD_MODELS`) or a pydantic model of a task's own.
 
     Blank lines are skipped; the first invalid line raises `DataError` naming file and line.
     """
     model = _model_for(kind)
+    label = kind if isinstance(kind, str) else kind.__name__
     p = Path(path)
     if p.is_dir():
-        raise DataError(f"{p}: is a directory, expected a JSONL file of {kind}")
+        raise DataError(f"{p}: is a directory, expected a JSONL file of {label}")
     try:
         f = open(p, "rb")  # noqa: SIM115 - closed by the `with` below; opening errors differ
     except FileNotFoundError:
@@ -90,7 +98,7 @@ def iter_record_file(
             except ValidationError as e:
                 if e.errors()[0].get("type") == "json_invalid":
                     raise DataError(f"{p}:{i}: invalid JSON") from None
-                raise DataError(f"{p}:{i}: not a valid {kind} record ({_reason(e)})") from None
+                raise DataError(f"{p}:{i}: not a valid {label} record ({_reason(e)})") from None
             except UnicodeDecodeError:
                 raise DataError(f"{p}:{i}: not UTF-8") from None
             if catalog is not None:
@@ -101,16 +109,19 @@ def iter_record_file(
 
 
 def read_record_file(
-    path: str | os.PathLike[str], kind: str, *, catalog: Catalog | None = None
+    path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
 ) -> list[dict[str, Any]]:
     """All records of `iter_record_file` as a list."""
     return list(iter_record_file(path, kind, catalog=catalog))
 
 
-def compiled_path(out_dir: str | os.PathLike[str], kind: str, split: str = "train") -> Path:
-    """Where `data compile` put the records of `kind` for `split`."""
+def compiled_path(
+    out_dir: str | os.PathLike[str], kind: RecordKind, split: str = "train"
+) -> Path:
+    """Where `data compile` (or a task's own compiler) put the records of `kind` for `split`."""
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}; expected train or heldout")
+    name = kind if isinstance(kind, str) else getattr(kind, "file_stem", kind.__name__)
     _model_for(kind)
-    return Path(out_dir) / split / f"{kind}.jsonl"
+    return Path(out_dir) / split / f"{name}.jsonl"
 

@@ -58,6 +58,7 @@ class SFTConfig(TrainRunConfig):
 class SFTResult:
     metrics: dict[str, float]  # last logged training window
     eval_metrics: dict[str, float]  # held-out loss / token accuracy / exact-completion rate
+    heldout_before: dict[str, float]  # the same figures for the starting point
     checkpoint: Path  # what the task saved (the router checkpoint for the router)
     run_dir: Path
     train: TrainResult
@@ -173,6 +174,7 @@ def train_sft(
         if held_pairs
         else None
     )
+    before = eval_fn(start.model) if eval_fn is not None else {}
     run_dir = prepare_run_dir(cfg)
     result = train_loop(
         start.model, cfg.optim, sft_loss, batches, cfg, eval_fn=eval_fn,
@@ -183,6 +185,7 @@ def train_sft(
     return SFTResult(
         metrics=result.metrics,
         eval_metrics=result.eval_metrics,
+        heldout_before=before,
         checkpoint=path,
         run_dir=run_dir,
         train=result,
