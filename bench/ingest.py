@@ -47,7 +47,7 @@ def _rss_now_mb() -> float:
 
 
 def generate(path: Path, lines: int, invalid_every: int, long_line_mb: int, seed: int) -> None:
-    from studio_align.data.synth import image_pool, synthetic_lines
+    from studio_align.testing.synth import image_pool, synthetic_lines
 
     images = image_pool(path.parent, 8)
     with open(path, "wb", buffering=1 << 20) as f:

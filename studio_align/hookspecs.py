@@ -101,10 +101,13 @@ def studio_align_register_tasks(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def studio_align_on_metrics(run: str, step: int, metrics: Mapping[str, float]) -> None:
+def studio_align_on_metrics(
+    run: str, step: int, metrics: Mapping[str, float], run_dir: str
+) -> None:
     """Receive training metrics (loggers such as TensorBoard plug in here).
 
-    `metrics` is a read-only mapping; fired by `PluginHost.fire_metrics`.
+    `metrics` is a read-only mapping; `run_dir` is the run's directory ("" when unknown).
+    An implementation names only the arguments it wants. Fired by `PluginHost.fire_metrics`.
     """
 
 

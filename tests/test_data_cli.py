@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from data_events import line, rating, route
 
 from studio_align.cli import main
-from studio_align.data.synth import image_pool, synthetic_lines
+from studio_align.testing.synth import image_pool, synthetic_lines
 
 N_VALID, M_INVALID = 40, 7
 

@@ -24,7 +24,7 @@ from studio_align.data.schemas import (
     SelectionPair,
 )
 from studio_align.data.split import assign_split, group_score
-from studio_align.data.synth import image_pool, synthetic_lines
+from studio_align.testing.synth import image_pool, synthetic_lines
 from studio_align.errors import DataError
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from studio_align.catalog import default_catalog
 from studio_align.data.reader import LogReader
-from studio_align.data.synth import image_pool, make_event
+from studio_align.testing.synth import image_pool, make_event
 
 MAX_LINE = 2048
 CATALOG = default_catalog()

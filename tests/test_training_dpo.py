@@ -8,7 +8,7 @@ from flax import nnx
 
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
-from studio_align.training import toy
+from studio_align.testing import toy
 from studio_align.training.dpo import (
     DPOConfig,
     evaluate_pairs,
@@ -145,7 +145,7 @@ def test_evaluations_reuse_one_compile() -> None:
     from studio_align.models.transformer import Transformer
     from studio_align.training import dpo
     from studio_align.training.preference_data import pack_pairs
-    from studio_align.training.toy import VOCAB, preference_pairs
+    from studio_align.testing.toy import VOCAB, preference_pairs
 
     pairs = pack_pairs(*preference_pairs(32, seed=0), pad_id=0)
     before = dpo._score_pairs._cache_size()

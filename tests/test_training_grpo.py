@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from studio_align.training import toy
+from studio_align.testing import toy
 from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import Rollout, replay_fsm

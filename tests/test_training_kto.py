@@ -7,7 +7,7 @@ from flax import nnx
 
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
-from studio_align.training import toy
+from studio_align.testing import toy
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.kto import (
     KTOConfig,

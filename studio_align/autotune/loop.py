@@ -16,12 +16,8 @@ figures, so the confirmation is an honest estimate.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import shutil
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,73 +27,15 @@ from studio_align.autotune.proposers import History, Proposer, make_proposer
 from studio_align.autotune.report import write_report
 from studio_align.autotune.runner import Runner, RunResult
 from studio_align.autotune.space import Config, Space
+from studio_align.autotune.state import (
+    LoopOptions,
+    Summary,
+    _State,
+    build_summary,
+    config_toml,
+    lock_dir,
+)
 from studio_align.errors import ConfigError, StudioAlignError
-
-FAILURES = ("crash", "timeout", "nan")
-STATUSES = ("keep", "discard", *FAILURES)
-
-
-@dataclass
-class LoopOptions:
-    proposer: str | Proposer = "tpe"  # a name from PROPOSERS, or any Proposer object
-    resume: bool = False
-    trials: int | None = None  # overrides budget.trials
-    wall_clock_s: float | None = None  # overrides budget.wall_clock_s
-    git: bool = False
-    git_repo: str | Path = "."
-    git_branch: str | None = None
-    agent_wait_s: float = 3600.0
-    confirm: bool = True
-    report: bool = True
-    log: Callable[[str], None] | None = None
-
-
-@dataclass
-class Summary:
-    out: str
-    metric: str
-    direction: str
-    baseline_mean: float | None = None
-    baseline_std: float | None = None
-    sigma: float | None = None
-    best_trial: int | None = None
-    best_config: Config = field(default_factory=dict)
-    best_mean: float | None = None
-    best_std: float | None = None
-    best_seeds: list[int] = field(default_factory=list)
-    heldout: dict[str, Any] = field(default_factory=dict)  # trial -> {mean, std, values}
-    counts: dict[str, int] = field(default_factory=dict)
-    trials: int = 0
-    stopped: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-class _State:
-    """Everything the ledger says so far, indexed for the loop."""
-
-    def __init__(self, records: list[dict[str, Any]]) -> None:
-        self.header: dict[str, Any] | None = None
-        self.proposals: dict[int, dict[str, Any]] = {}
-        self.runs: dict[tuple[int, int, str], dict[str, Any]] = {}
-        self.trials: dict[int, dict[str, Any]] = {}
-        self.confirms: dict[int, dict[str, Any]] = {}
-        for r in records:
-            kind = r["kind"]
-            if kind == "header":
-                self.header = r
-            elif kind == "propose":
-                self.proposals[r["trial"]] = r
-            elif kind == "run":
-                self.runs[(r["trial"], r["seed"], r["split"])] = r
-            elif kind == "trial":
-                self.trials[r["trial"]] = r
-            elif kind == "confirm":
-                self.confirms[r["trial"]] = r
-
-    def elapsed(self) -> float:
-        return sum(r.get("seconds", 0.0) for r in self.runs.values())
 
 
 class Autotune:
@@ -120,18 +58,6 @@ class Autotune:
     def _log(self, msg: str) -> None:
         if self.opt.log:
             self.opt.log(msg)
-
-    @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
-        self.out.mkdir(parents=True, exist_ok=True)
-        with (self.out / ".lock").open("w") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise StudioAlignError(
-                    f"{self.out}: another autotune loop is running here"
-                ) from None
-            yield
 
     def _run_seed(
         self, state: _State, trial: int, seed: int, config: Config, split: str = "validation"
@@ -170,8 +96,7 @@ class Autotune:
         return acceptance.estimate_noise(groups, min_std=self.space.spec.acceptance.min_std)
 
     def _best(self, state: _State) -> dict[str, Any]:
-        kept = [t for t in state.trials.values() if t["status"] in ("baseline", "keep")]
-        return max(kept, key=lambda t: t["trial"])  # each keep beat the previous best
+        return state.best()
 
     def _history(self, state: _State) -> History:
         best = self._best(state)
@@ -186,7 +111,7 @@ class Autotune:
         write_results_tsv(self.out, [*state.trials.values(), record])
         if self.git and record["status"] in ("baseline", "keep"):
             files = {
-                "config.toml": self._config_toml(record),
+                "config.toml": config_toml(self.space, record),
                 "results.tsv": (self.out / "results.tsv").read_text(),
             }
             m = self.space.metric.name
@@ -201,20 +126,9 @@ class Autotune:
         write_results_tsv(self.out, list(state.trials.values()))
         return rec
 
-    def _config_toml(self, record: dict[str, Any]) -> str:
-        """The kept config as TOML: locked keys and parameters, each a `--set` key."""
-        import tomli_w
-
-        head = (
-            f"# {self.space.name} trial {record['trial']} ({record['status']}): "
-            f"{self.space.metric.name} = {record['mean']:.6g}\n"
-            "# each key is a --set override on top of the base config\n"
-        )
-        return head + tomli_w.dumps({**self.space.locked, **record["config"]})
-
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> Summary:
-        with self._lock():
+        with lock_dir(self.out):
             state = self._open()
             proposer = (
                 self.opt.proposer
@@ -237,7 +151,6 @@ class Autotune:
                 self._confirm(state)
             summary = self.summary(state, stopped)
             if self.opt.report:
-
                 write_report(self.out, self.ledger.records(), summary)
             return summary
 
@@ -475,26 +388,8 @@ class Autotune:
             self._log(f"held-out confirmation of trial {t}: {mean} ± {std}")
 
     def summary(self, state: _State, stopped: str = "") -> Summary:
-        s = Summary(
-            str(self.out), self.space.metric.name, self.space.metric.direction, stopped=stopped
-        )
-        if 0 in state.trials and state.trials[0]["status"] == "baseline":
-            b = state.trials[0]
-            s.baseline_mean, s.baseline_std = b["mean"], b["std"]
-            s.sigma = self._noise(state).sigma
-            best = self._best(state)
-            s.best_trial, s.best_config = best["trial"], best["config"]
-            s.best_mean, s.best_std, s.best_seeds = best["mean"], best["std"], best["seeds"]
-        s.counts = {k: 0 for k in STATUSES}
-        for t, rec in state.trials.items():
-            if t > 0:
-                s.counts[rec["status"]] = s.counts.get(rec["status"], 0) + 1
-        s.trials = sum(1 for t in state.trials if t > 0)
-        s.heldout = {
-            str(t): {k: c[k] for k in ("mean", "std", "values", "seeds")}
-            for t, c in state.confirms.items()
-        }
-        return s
+        sigma = self._noise(state).sigma if 0 in state.trials else None
+        return build_summary(state, str(self.out), self.space.metric, sigma, stopped=stopped)
 
 
 def run_autotune(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from studio_align.autotune.loop import Summary
+    from studio_align.autotune.state import Summary
 
 COLOURS = {
     "baseline": "tab:blue",

@@ -314,11 +314,13 @@ class PluginHost(Discovery):
         ctx = {"catalog": self.catalog, **(context or {})}
         return score_batch(selected, weights, columns, context=ctx, size=size)
 
-    def fire_metrics(self, *, run: str, step: int, metrics: Mapping[str, float]) -> None:
+    def fire_metrics(
+        self, *, run: str, step: int, metrics: Mapping[str, float], run_dir: str = ""
+    ) -> None:
         """Send one step's metrics to every `studio_align_on_metrics` implementation."""
         for impl in self._impls(METRICS_HOOK):
             view = MappingProxyType(dict(metrics))
-            self._call(impl, METRICS_HOOK, run=run, step=step, metrics=view)
+            self._call(impl, METRICS_HOOK, run=run, step=step, metrics=view, run_dir=run_dir)
 
     def has_checkpoint_hooks(self) -> bool:
         """Whether any plugin implements `studio_align_on_checkpoint`."""

@@ -64,7 +64,9 @@ class MetricsLogger:
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
         if self._host is not None:
-            self._host.fire_metrics(run=self.run, step=int(step), metrics=dict(record))
+            self._host.fire_metrics(
+                run=self.run, step=int(step), metrics=dict(record), run_dir=str(self.path.parent)
+            )
         return record
 
 

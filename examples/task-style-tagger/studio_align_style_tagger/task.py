@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import jax.numpy as jnp
 import numpy as np
@@ -32,7 +32,7 @@ class StyleRecord(BaseModel):
     """One labelled prompt."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    file_stem = "style_examples"  # file name in a compiled directory
+    file_stem: ClassVar[str] = "style_examples"  # file name in a compiled directory
 
     text: str
     style: Literal["anime", "photo", "watercolor", "pixel", "3d"]
