@@ -22,6 +22,7 @@ Design choices:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,15 +118,25 @@ class SupportsGRPO(Protocol):
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """A registered task: `factory()` builds it on first use (imports stay lazy)."""
+    """A registered task, built on first use.
+
+    `factory` is a callable returning the task, or a `"module:attribute"` reference
+    (as an entry point is written), imported only when the task is built: registering a
+    task must not import its model code, so `studio-align plugins list` and every other
+    command start fast.
+    """
 
     name: str
-    factory: Callable[[], Any]
+    factory: Callable[[], Any] | str
     description: str = ""
     plugin: str | None = None
 
     def build(self) -> Any:
-        return self.factory()
+        factory = self.factory
+        if isinstance(factory, str):
+            module, _, attr = factory.partition(":")
+            factory = getattr(importlib.import_module(module), attr)
+        return factory()
 
 
 def supports(task: Any, algorithm: str) -> bool:

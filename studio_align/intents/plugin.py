@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 from studio_align.hookspecs import hookimpl
 from studio_align.intents.rewards import intent_accuracy, plan_validity
-from studio_align.intents.task import RouterTask
 from studio_align.tasks import TaskSpec
 
 
@@ -22,7 +21,7 @@ def studio_align_register_tasks(register: Callable[..., None]) -> None:
     register(
         TaskSpec(
             "router",
-            RouterTask,
+            "studio_align.intents.task:RouterTask",  # imported when the task is built
             "intent router: request -> plan of engine calls (sft, dpo, kto, grpo)",
         )
     )
