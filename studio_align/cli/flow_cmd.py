@@ -66,11 +66,15 @@ def generate_cmd(
 
 @eval_group.command("flow")
 @click.option("--checkpoint", required=True, help="Aligned flow checkpoint.")
-@click.option("--base", default="base", show_default=True, help="Base checkpoint ('base' = packaged).")
+@click.option(
+    "--base", default="base", show_default=True, help="Base checkpoint ('base' = packaged)."
+)
 @click.option("--n-per-set", type=click.IntRange(2, 1024), default=16, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
 @click.option("--report", type=click.Path(file_okay=False, path_type=Path), default=None)
-def eval_flow(checkpoint: str, base: str, n_per_set: int, as_json: bool, report: Path | None) -> None:
+def eval_flow(
+    checkpoint: str, base: str, n_per_set: int, as_json: bool, report: Path | None
+) -> None:
     """Per creator: win rate vs base, diversity and Fréchet distance ratios."""
     with cli_errors():
         aligned, _ = load_flow(_checkpoint(checkpoint))
@@ -78,8 +82,9 @@ def eval_flow(checkpoint: str, base: str, n_per_set: int, as_json: bool, report:
         data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0
         cache: dict[str, np.ndarray] = {}
         out = {
-            name: compare(ref, aligned, taste, data_images=data, n_per_set=n_per_set,
-                          base_samples=cache)  # fmt: skip
+            name: compare(
+                ref, aligned, taste, data_images=data, n_per_set=n_per_set, base_samples=cache
+            )
             for name, taste in CREATORS.items()
         }
         if report is not None:

@@ -29,7 +29,7 @@ from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.generation.flow_sampler import SDEConfig
 from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
-from studio_align.training.loop import TrainConfig, TrainResult, TrainRunConfig, train_loop
+from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.verticals.flow.policy import FlowPolicy
 
@@ -37,7 +37,7 @@ from studio_align.verticals.flow.policy import FlowPolicy
 class FlowGRPOConfig(Strict):
     """`[flow_grpo]`: rollouts, the GRPO knobs (mapped onto `GRPOConfig`) and rewards."""
 
-    steps: int = Field(30, ge=1)
+    steps: int = Field(20, ge=1)
     prompts_per_step: int = Field(4, ge=1)
     group_size: int = Field(8, ge=2)
     sde_steps: int = Field(8, ge=1)
@@ -45,7 +45,7 @@ class FlowGRPOConfig(Strict):
     guidance: float = Field(1.0, gt=0)
     mu: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
-    learning_rate: float = Field(3e-4, gt=0)
+    learning_rate: float = Field(1e-3, gt=0)
     beta: float = Field(0.01, ge=0)  # KL to the reference (0 = off)
     epsilon: float = Field(0.2, gt=0)
     epsilon_high: float | None = Field(0.28, gt=0)  # DAPO clip-higher; None = symmetric
@@ -83,7 +83,9 @@ def flow_grpo(
     the per-step metrics (reward means, KL, clip fraction, rollout/update seconds)."""
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
-        raise ConfigError(f"flow_grpo.weights: unknown reward(s) {missing}; registered: {sorted(rewards)}")
+        raise ConfigError(
+            f"flow_grpo.weights: unknown reward(s) {missing}; registered: {sorted(rewards)}"
+        )
     use = {k: rewards[k] for k in cfg.weights}
     records = [{"prompt": i, "creators": creator} for i in range(len(verticals))]
     trainer = GRPOTrainer(
@@ -173,9 +175,14 @@ def flow_dpo(
     run = TrainRunConfig.model_validate(
         {
             "run_dir": Path(run_dir),
-            "train": TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, seed=cfg.seed,
-                                 log_every=max(1, cfg.steps // 10), progress=False,
-                                 metrics_hook=False).model_dump(),  # fmt: skip
+            "train": {
+                "steps": cfg.steps,
+                "batch_size": cfg.batch_size,
+                "seed": cfg.seed,
+                "log_every": max(1, cfg.steps // 10),
+                "progress": False,
+                "metrics_hook": False,
+            },
             "checkpoint": {"every": 0, "keep": 1, "resume": False},
         }
     )
@@ -183,8 +190,8 @@ def flow_dpo(
         {"name": "adam", "learning_rate": cfg.learning_rate, "decay": "constant"}
     )
     batches = DPOBatches(pairs, cfg.batch_size, cfg.seed)
-    return train_loop(model, optim, make_dpo_loss(reference, beta=cfg.beta), batches, run,
-                      name="flow_dpo")  # fmt: skip
+    loss_fn = make_dpo_loss(reference, beta=cfg.beta)
+    return train_loop(model, optim, loss_fn, batches, run, name="flow_dpo")
 
 
 def as_jnp(x: Any) -> Any:

@@ -28,8 +28,7 @@ FILE = "model.safetensors"
 
 def _flat(model: nnx.Module) -> dict[str, Any]:
     return {
-        ".".join(str(p) for p in path): var
-        for path, var in nnx.to_flat_state(nnx.state(model))
+        ".".join(str(p) for p in path): var for path, var in nnx.to_flat_state(nnx.state(model))
     }
 
 
@@ -69,7 +68,9 @@ def load_flow(path: str | Path = BASE_WEIGHTS) -> tuple[FlowDiT, dict[str, Any]]
     for name, var in flat.items():
         a = f.get(name)
         if a.shape != var.value.shape:
-            raise CheckpointError(f"{p}: tensor {name} has shape {a.shape}, expected {var.value.shape}")
+            raise CheckpointError(
+                f"{p}: tensor {name} has shape {a.shape}, expected {var.value.shape}"
+            )
         var.value = jnp.asarray(a, var.value.dtype)
     return model, meta
 

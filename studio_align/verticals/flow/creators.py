@@ -32,9 +32,8 @@ from PIL import Image
 from studio_align.reward_models.color_stats import color_features, resize_batch
 
 _LUMA = np.array([0.2126, 0.7152, 0.0722], np.float32)
-COMPOSITION_NAMES = ("luma", "contrast", "cx", "cy", "offcentre", "salience") + tuple(
-    f"grid{i}" for i in range(9)
-)
+COMPOSITION_NAMES = ("luma", "contrast", "cx", "cy", "offcentre", "salience",
+                     *(f"grid{i}" for i in range(9)))  # fmt: skip
 
 
 def composition_stats(images: np.ndarray) -> dict[str, np.ndarray]:
@@ -42,9 +41,7 @@ def composition_stats(images: np.ndarray) -> dict[str, np.ndarray]:
     x = np.clip(np.asarray(images, np.float32), 0.0, 1.0)
     n, h, w, _ = x.shape
     luma = x @ _LUMA
-    border = np.concatenate(
-        [luma[:, 0, :], luma[:, -1, :], luma[:, :, 0], luma[:, :, -1]], axis=1
-    )
+    border = np.concatenate([luma[:, 0, :], luma[:, -1, :], luma[:, :, 0], luma[:, :, -1]], axis=1)
     sal = np.abs(luma - np.median(border, axis=1)[:, None, None])
     mass = sal.sum((1, 2)) + 1e-6
     xs = (np.arange(w, dtype=np.float32) + 0.5) / w
@@ -143,7 +140,7 @@ def selection_logs(
         for j in range(k):
             write_png(candidates[e, j], root / "img" / f"e{e:04d}_{j}.png")
     t0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
-    lines = []
+    lines: list[dict[str, Any]] = []
     for c in creators:
         for e in range(e_count):
             pick = c.choose(candidates[e], rng)

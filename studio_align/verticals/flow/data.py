@@ -30,8 +30,8 @@ VERTICALS = {"storyboard": 1, "product": 2}
 TAGS = ("close-up", "wide", "two-shot", "night", "white backdrop", "lifestyle", "top-down")
 N_TAGS = 16  # multi-hot width (room for more tags without a new architecture)
 TAG_SETS: dict[str, list[tuple[str, ...]]] = {
-    "storyboard": [(s,) + n for s in ("close-up", "wide", "two-shot") for n in ((), ("night",))],
-    "product": [(b,) + v for b in ("white backdrop", "lifestyle") for v in ((), ("top-down",))],
+    "storyboard": [(s, *n) for s in ("close-up", "wide", "two-shot") for n in ((), ("night",))],
+    "product": [(b, *v) for b in ("white backdrop", "lifestyle") for v in ((), ("top-down",))],
 }
 ALL_TAG_SETS: list[tuple[str, tuple[str, ...]]] = [
     (v, ts) for v, sets in TAG_SETS.items() for ts in sets
@@ -68,7 +68,9 @@ def _paint(img: np.ndarray, mask: np.ndarray, color: np.ndarray) -> None:
     img[:] = img * (1 - m) + m * np.asarray(color, np.float32)
 
 
-def _ellipse(x: np.ndarray, y: np.ndarray, cx: float, cy: float, rx: float, ry: float) -> np.ndarray:
+def _ellipse(
+    x: np.ndarray, y: np.ndarray, cx: float, cy: float, rx: float, ry: float
+) -> np.ndarray:
     return ((x - cx) / rx) ** 2 + ((y - cy) / ry) ** 2 <= 1.0
 
 
@@ -161,7 +163,9 @@ def _product(rng: np.random.Generator, tags: Sequence[str], s: int) -> np.ndarra
     return img
 
 
-def render(rng: np.random.Generator, vertical: str, tags: Sequence[str], size: int = 32) -> np.ndarray:
+def render(
+    rng: np.random.Generator, vertical: str, tags: Sequence[str], size: int = 32
+) -> np.ndarray:
     """One image [size, size, 3] float in [0, 1] of `vertical` with `tags`."""
     s = 2 * size
     img = _storyboard(rng, tags, s) if vertical == "storyboard" else _product(rng, tags, s)

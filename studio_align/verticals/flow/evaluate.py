@@ -115,7 +115,9 @@ def compare(
     cache = base_samples if base_samples is not None else {}
     for split, sets in (("train", TRAIN_TAG_SETS), ("heldout", HELDOUT_TAG_SETS)):
         if split not in cache:
-            cache[split] = generate(base, sets, n_per_set, seed=seed, steps=steps, guidance=guidance)
+            cache[split] = generate(
+                base, sets, n_per_set, seed=seed, steps=steps, guidance=guidance
+            )
         b = cache[split]
         a = generate(aligned, sets, n_per_set, seed=seed, steps=steps, guidance=guidance)
         flat_a, flat_b = a.reshape(-1, *a.shape[2:]), b.reshape(-1, *b.shape[2:])

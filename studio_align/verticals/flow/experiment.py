@@ -178,12 +178,16 @@ def quickstart_stage(
         sets = TRAIN_TAG_SETS
         b = generate(base, sets, 4, seed=99)
         a = generate(aligned, sets, 4, seed=99)
-        grids[name] = str(save_grid(np.concatenate([b, a], axis=1), root / f"{name}_before_after.png"))
+        grids[name] = str(
+            save_grid(np.concatenate([b, a], axis=1), root / f"{name}_before_after.png")
+        )
     summary = {
         "grids": grids,
         "win_rate": {k: v["train"]["win_rate"] for k, v in rep["results"].items()},
         "heldout_win_rate": {k: v["heldout"]["win_rate"] for k, v in rep["results"].items()},
         "seconds": rep["seconds"],
     }
-    (root / "report.json").write_text(json.dumps({**rep, "summary": summary}, indent=2, default=float))
+    (root / "report.json").write_text(
+        json.dumps({**rep, "summary": summary}, indent=2, default=float)
+    )
     return summary

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ class PretrainBatches:
         }
 
 
-def flow_matching_loss(model: FlowDiT, batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def flow_matching_loss(model: Any, batch: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any]]:
     """`train_loop` loss: the velocity of the noised batch against `noise - x0`."""
     x_t = interpolate(batch["x0"], batch["noise"], batch["t"])
     v = model(x_t, batch["t"], batch["vertical"], batch["tags"])

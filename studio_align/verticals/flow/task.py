@@ -26,7 +26,7 @@ from studio_align.verticals.flow.align import FlowDPOConfig, flow_dpo
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
 from studio_align.verticals.flow.creators import CREATORS
 from studio_align.verticals.flow.data import encode, make_dataset
-from studio_align.verticals.flow.evaluate import conditions, compare
+from studio_align.verticals.flow.evaluate import compare, conditions
 from studio_align.verticals.flow.policy import FlowPolicy
 
 
