@@ -1,0 +1,198 @@
+"""Aligning the flow generator: Flow-GRPO through the shared GRPO trainer, Diffusion-DPO
+through the shared train loop.
+
+- `flow_grpo`: `FlowPolicy` rollouts (SDE, `sde_steps` steps, `noise_level`), plugin
+  rewards with config weights (`aesthetic` with the reward model trained by `train
+  reward` on the creators' selections, `clip_critic`, `flow_diversity`, any third-party
+  reward), `training.grpo.GRPOTrainer` with its KL-to-reference, estimators and DAPO
+  clip-higher. Nothing GRPO-specific lives here.
+- `flow_dpo`: chosen/rejected image pairs (a selection's pick over each unpicked
+  candidate) with their condition; each step noises both images of a pair with the same
+  t and noise and applies `algorithms.flow.diffusion_dpo_loss` against the frozen
+  reference (the base model), captured as constants of the jitted step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from pydantic import Field
+
+from studio_align.algorithms.flow import diffusion_dpo_loss, interpolate, velocity_error
+from studio_align.config import Strict
+from studio_align.errors import ConfigError
+from studio_align.generation.flow_sampler import SDEConfig
+from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
+from studio_align.training.optim import OptimConfig
+from studio_align.verticals.flow.policy import FlowPolicy
+
+
+class FlowGRPOConfig(Strict):
+    """`[flow_grpo]`: rollouts, the GRPO knobs (mapped onto `GRPOConfig`) and rewards."""
+
+    steps: int = Field(20, ge=1)
+    prompts_per_step: int = Field(4, ge=1)
+    group_size: int = Field(8, ge=2)
+    sde_steps: int = Field(8, ge=1)
+    noise_level: float = Field(0.7, gt=0)
+    guidance: float = Field(1.0, gt=0)
+    mu: int = Field(1, ge=1)
+    minibatches: int = Field(1, ge=1)
+    learning_rate: float = Field(1e-3, gt=0)
+    beta: float = Field(0.01, ge=0)  # KL to the reference (0 = off)
+    epsilon: float = Field(0.2, gt=0)
+    epsilon_high: float | None = Field(0.28, gt=0)  # DAPO clip-higher; None = symmetric
+    estimator: str = "grpo"
+    weights: dict[str, float] = Field(default_factory=lambda: {"aesthetic": 1.0})
+    seed: int = 0
+
+    def grpo(self) -> GRPOConfig:
+        return GRPOConfig.model_validate(
+            {
+                "steps": self.steps, "prompts_per_step": self.prompts_per_step,
+                "group_size": self.group_size, "mu": self.mu, "minibatches": self.minibatches,
+                "estimator": self.estimator, "epsilon": self.epsilon,
+                "epsilon_high": self.epsilon_high, "beta": self.beta,
+                "aggregation": "sequence-mean-token-mean", "dynamic_sampling": False,
+                "seed": self.seed,
+            }
+        )  # fmt: skip
+
+    def sde(self) -> SDEConfig:
+        return SDEConfig(steps=self.sde_steps, noise_level=self.noise_level, guidance=self.guidance)
+
+    def optim(self) -> OptimConfig:
+        return OptimConfig.model_validate(
+            {"name": "adam", "learning_rate": self.learning_rate, "decay": "constant"}
+        )
+
+
+def flow_grpo(
+    model: Any, reference: Any, verticals: np.ndarray, tags: np.ndarray, cfg: FlowGRPOConfig,
+    *, rewards: Mapping[str, Any], creator: str | None = None,
+    context: Mapping[str, Any] | None = None, run_dir: str | Path | None = None,
+) -> list[dict[str, float]]:  # fmt: skip
+    """Align `model` in place on the conditions (`verticals` [P], `tags` [P, V]); returns
+    the per-step metrics (reward means, KL, clip fraction, rollout/update seconds)."""
+    missing = sorted(set(cfg.weights) - set(rewards))
+    if missing:
+        raise ConfigError(
+            f"flow_grpo.weights: unknown reward(s) {missing}; registered: {sorted(rewards)}"
+        )
+    use = {k: rewards[k] for k in cfg.weights}
+    records = [{"prompt": i, "creators": creator} for i in range(len(verticals))]
+    trainer = GRPOTrainer(
+        FlowPolicy(verticals, tags, cfg.sde()),
+        model,
+        records,
+        plugin_reward_fn(use, cfg.weights, context=dict(context or {})),
+        cfg.grpo(),
+        cfg.optim(),
+        ref_model=reference if cfg.beta > 0 else None,
+        run_dir=run_dir,
+    )
+    history = trainer.train().history
+    nnx.update(model, trainer.params, trainer.rest)
+    return history
+
+
+class FlowDPOConfig(Strict):
+    """`[flow_dpo]`: Diffusion-DPO steps, batch (pairs per step), beta, optimiser."""
+
+    steps: int = Field(150, ge=1)
+    batch_size: int = Field(32, ge=1)
+    beta: float = Field(2000.0, gt=0)
+    learning_rate: float = Field(1e-4, gt=0)
+    seed: int = 0
+
+
+def dpo_pairs(
+    candidates: np.ndarray, picks: np.ndarray, verticals: np.ndarray, tags: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Pairs from selections: `candidates` [E, K, H, W, 3] (model space), `picks` [E]
+    (chosen index), conditions per event; chosen ≻ each of the K-1 others."""
+    xw, xl, v, t = [], [], [], []
+    for e in range(len(candidates)):
+        for j in range(candidates.shape[1]):
+            if j != picks[e]:
+                xw.append(candidates[e, picks[e]])
+                xl.append(candidates[e, j])
+                v.append(verticals[e])
+                t.append(tags[e])
+    return {"xw": np.stack(xw), "xl": np.stack(xl), "vertical": np.asarray(v, np.int32),
+            "tags": np.stack(t).astype(np.float32)}  # fmt: skip
+
+
+class DPOBatches:
+    """Step-indexed Diffusion-DPO batches; both images of a pair share t and noise."""
+
+    def __init__(self, pairs: dict[str, np.ndarray], batch_size: int, seed: int) -> None:
+        self.pairs, self.batch_size, self.seed = pairs, batch_size, seed
+        self.n = len(pairs["xw"])
+
+    def __call__(self, step: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng([self.seed, step])
+        idx = rng.integers(0, self.n, self.batch_size)
+        b = {k: v[idx] for k, v in self.pairs.items()}
+        b["noise"] = rng.standard_normal(b["xw"].shape).astype(np.float32)
+        b["t"] = rng.uniform(0.0, 1.0, self.batch_size).astype(np.float32)
+        return b
+
+
+def make_dpo_loss(reference: Any, *, beta: float) -> Any:
+    """`train_loop` loss for Diffusion-DPO against the frozen `reference`."""
+    ref_graphdef, ref_state = nnx.split(reference)
+
+    def errors(m: Any, batch: Mapping[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        out = []
+        for key in ("xw", "xl"):
+            x_t = interpolate(batch[key], batch["noise"], batch["t"])
+            v = m(x_t, batch["t"], batch["vertical"], batch["tags"])
+            out.append(velocity_error(v, batch[key], batch["noise"]))
+        return out[0], out[1]
+
+    def loss_fn(model: Any, batch: Mapping[str, jax.Array]) -> tuple[jax.Array, dict]:
+        ref = nnx.merge(ref_graphdef, ref_state)
+        rw, rl = jax.lax.stop_gradient(errors(ref, batch))
+        ew, el = errors(model, batch)
+        return diffusion_dpo_loss(ew, el, rw, rl, beta=beta)
+
+    return loss_fn
+
+
+def flow_dpo(
+    model: Any, reference: Any, pairs: dict[str, np.ndarray], cfg: FlowDPOConfig,
+    *, run_dir: str | Path,
+) -> TrainResult:  # fmt: skip
+    """Diffusion-DPO of `model` in place against `reference` through `train_loop`."""
+    run = TrainRunConfig.model_validate(
+        {
+            "run_dir": Path(run_dir),
+            "train": {
+                "steps": cfg.steps,
+                "batch_size": cfg.batch_size,
+                "seed": cfg.seed,
+                "log_every": max(1, cfg.steps // 10),
+                "progress": False,
+                "metrics_hook": False,
+            },
+            "checkpoint": {"every": 0, "keep": 1, "resume": False},
+        }
+    )
+    optim = OptimConfig.model_validate(
+        {"name": "adam", "learning_rate": cfg.learning_rate, "decay": "constant"}
+    )
+    batches = DPOBatches(pairs, cfg.batch_size, cfg.seed)
+    loss_fn = make_dpo_loss(reference, beta=cfg.beta)
+    return train_loop(model, optim, loss_fn, batches, run, name="flow_dpo")
+
+
+def as_jnp(x: Any) -> Any:
+    return jax.tree.map(jnp.asarray, x)

@@ -1,0 +1,81 @@
+"""Flow generator weights as one safetensors file; the architecture rides in its metadata.
+
+A checkpoint is a directory with `model.safetensors` (or the file itself). Names are the
+NNX state paths joined with dots (`blocks.0.attn.query.kernel`); the metadata holds
+`flow_config` (JSON of `FlowConfig`) and free-form provenance (`trained_by`, metrics).
+The pretrained base ships as package data: `BASE_WEIGHTS`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from studio_align.errors import CheckpointError
+from studio_align.models.flow import FlowConfig, FlowDiT
+from studio_align.models.safetensors_io import SafetensorsFile, save_safetensors
+
+BASE_WEIGHTS = Path(__file__).parent / "weights" / "base.safetensors"
+FILE = "model.safetensors"
+
+
+def _flat(model: nnx.Module) -> dict[str, Any]:
+    return {
+        ".".join(str(p) for p in path): var for path, var in nnx.to_flat_state(nnx.state(model))
+    }
+
+
+def save_flow(model: FlowDiT, path: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
+    """Write `model` to `path` (a `.safetensors` file, or a directory holding `FILE`)."""
+    p = Path(path)
+    target = p if p.suffix == ".safetensors" else p / FILE
+    tensors = {k: np.asarray(v.value, np.float32) for k, v in _flat(model).items()}
+    metadata = {"flow_config": json.dumps(model.cfg.to_dict())}
+    metadata.update({k: json.dumps(v) for k, v in (meta or {}).items()})
+    return save_safetensors(tensors, target, metadata)
+
+
+def _resolve(path: str | Path) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        p = p / FILE
+    if not p.is_file():
+        raise CheckpointError(f"{path}: no flow checkpoint ({FILE} or a .safetensors file)")
+    return p
+
+
+def load_flow(path: str | Path = BASE_WEIGHTS) -> tuple[FlowDiT, dict[str, Any]]:
+    """The model stored at `path` and its metadata (decoded JSON values)."""
+    p = _resolve(path)
+    f = SafetensorsFile(p)
+    raw = f.metadata or {}
+    if "flow_config" not in raw:
+        raise CheckpointError(f"{p}: safetensors metadata has no flow_config")
+    meta = {k: json.loads(v) for k, v in raw.items()}
+    cfg = FlowConfig(**meta["flow_config"])
+    model = FlowDiT(cfg, rngs=nnx.Rngs(0))
+    flat = _flat(model)
+    missing = sorted(set(flat) - set(f.names))
+    if missing:
+        raise CheckpointError(f"{p}: missing tensors {missing[:3]} for the stored flow_config")
+    for name, var in flat.items():
+        a = f.get(name)
+        if a.shape != var.value.shape:
+            raise CheckpointError(
+                f"{p}: tensor {name} has shape {a.shape}, expected {var.value.shape}"
+            )
+        var.value = jnp.asarray(a, var.value.dtype)
+    return model, meta
+
+
+def clone(model: FlowDiT) -> FlowDiT:
+    """An independent copy (a frozen reference next to the trained policy)."""
+    graphdef, state = nnx.split(model)
+    return nnx.merge(graphdef, jax.tree.map(jnp.array, state))

@@ -1,0 +1,193 @@
+"""The flow vertical's end-to-end loop: creators select, a reward model learns, the
+generator aligns, and the result is measured against each creator's hidden taste.
+
+`run_seed` for one seed:
+1. the base model samples `k` candidates for `events_per_set` events of every training
+   tag set (ODE, 20 steps); every simulated creator picks one per event, which writes
+   selection logs in the DESIGN.md format (`creators.selection_logs`);
+2. `reward_models.train.train_reward` fits a Bradley-Terry model with per-creator heads
+   over the `flow-composition` encoder on those logs (creator/session split, gate);
+3. per creator, Flow-GRPO against the `aesthetic` reward (that model, the creator's head;
+   optionally `flow_diversity`) and/or Diffusion-DPO on the creator's own selection
+   pairs, both from the base model;
+4. `evaluate.compare` on training and held-out tag sets.
+
+`quickstart_stage` is the short version the quickstart runs: one seed, Flow-GRPO only,
+and a before/after grid per creator (`grids.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from studio_align.reward_models.scorer import AestheticScorer
+from studio_align.reward_models.train import RewardTrainConfig, train_reward
+from studio_align.verticals.flow.align import (
+    FlowDPOConfig,
+    FlowGRPOConfig,
+    dpo_pairs,
+    flow_dpo,
+    flow_grpo,
+)
+from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
+from studio_align.verticals.flow.creators import CREATORS, FlowTaste, selection_logs
+from studio_align.verticals.flow.data import label, make_dataset
+from studio_align.verticals.flow.evaluate import TRAIN_TAG_SETS, compare, conditions, generate
+
+
+def collect_selections(
+    base: Any, out: Path, creators: Sequence[FlowTaste], *, seed: int, events_per_set: int = 12,
+    k: int = 4,
+) -> dict[str, Any]:  # fmt: skip
+    """Candidates from the base model and every creator's picks (logs under `out`)."""
+    sets = [ts for ts in TRAIN_TAG_SETS for _ in range(events_per_set)]
+    cand = generate(base, TRAIN_TAG_SETS, events_per_set * k, seed=10_000 + seed)
+    cand = cand.reshape(len(TRAIN_TAG_SETS) * events_per_set, k, *cand.shape[2:])
+    prompts = [label(v, ts) for v, ts in sets]
+    log = selection_logs(out, cand, prompts, creators, seed=seed)
+    picks: dict[str, np.ndarray] = {c.name: np.zeros(len(sets), np.int64) for c in creators}
+    for line in log.read_text().splitlines():
+        ev = json.loads(line)
+        e = int(ev["id"].rsplit("-e", 1)[1])
+        picks[ev["creator"]][e] = int(ev["chosen"][0][1:])
+    verts, tags = conditions(sets)
+    return {"log": log, "candidates": cand, "picks": picks, "verticals": verts, "tags": tags}
+
+
+def fit_reward(log: Path, out: Path, *, seed: int, host: Any) -> tuple[AestheticScorer, dict]:
+    cfg = RewardTrainConfig.model_validate(
+        {
+            "logs": [str(log)], "out": str(out), "seed": seed, "heldout_fraction": 0.34,
+            "encoder": {"name": "flow-composition", "max_side": 64},
+            "head": {"hidden": 32, "per_creator": True},
+            "train": {"steps": 300, "learning_rate": 3e-3},
+            "gate": {"min_heldout_accuracy": 0.55},
+        }
+    )  # fmt: skip
+    report = train_reward(cfg, host=host)
+    return AestheticScorer.load(out, host=host), report
+
+
+def run_seed(
+    out: str | Path, *, seed: int, host: Any, algorithms: Sequence[str] = ("grpo", "dpo"),
+    creators: Sequence[str] = tuple(CREATORS), grpo: FlowGRPOConfig | None = None,
+    dpo: FlowDPOConfig | None = None, n_eval: int = 16, base_path: str | Path = BASE_WEIGHTS,
+    diversity_weight: float = 0.0,
+) -> dict[str, Any]:  # fmt: skip
+    """One seed of the experiment (see the module docstring); returns and writes the report."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    base, _ = load_flow(base_path)
+    tastes = [CREATORS[c] for c in creators]
+    sel = collect_selections(base, root / "logs", tastes, seed=seed)
+    scorer, rm = fit_reward(sel["log"], root / "reward", seed=seed, host=host)
+    data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0  # pretraining draws
+    verts, tags = conditions(TRAIN_TAG_SETS)
+    g = (grpo or FlowGRPOConfig()).model_copy(update={"seed": seed})
+    if diversity_weight:
+        g = g.model_copy(update={"weights": {**g.weights, "flow_diversity": diversity_weight}})
+    d = (dpo or FlowDPOConfig()).model_copy(update={"seed": seed})
+    report: dict[str, Any] = {
+        "seed": seed, "reward_model": {"heldout": rm["heldout"]["accuracy"],
+                                       "by_creator": rm["heldout"]["by_creator"]},
+        "results": {},
+    }  # fmt: skip
+    cache: dict[str, np.ndarray] = {}
+    for taste in tastes:
+        for algo in algorithms:
+            t1 = time.perf_counter()
+            model = clone(base)
+            if algo == "grpo":
+                hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards,
+                                 creator=taste.name, context={"aesthetic_model": scorer},
+                                 run_dir=root / f"{taste.name}-grpo")  # fmt: skip
+                curve = [h.get("reward/total/mean") for h in hist]
+                extra = {"reward_curve": [curve[0], curve[-1]], "kl": hist[-1].get("kl")}
+            else:
+                p = dpo_pairs(sel["candidates"] * 2 - 1, sel["picks"][taste.name],
+                              sel["verticals"], sel["tags"])  # fmt: skip
+                res = flow_dpo(model, base, p, d, run_dir=root / f"{taste.name}-dpo")
+                extra = {"pairs": len(p["xw"]), "dpo_accuracy": res.metrics.get("accuracy")}
+            train_s = time.perf_counter() - t1
+            save_flow(model, root / f"{taste.name}-{algo}", {"trained_by": f"flow {algo}"})
+            rep = compare(base, model, taste, data_images=data, n_per_set=n_eval, scorer=scorer,
+                          base_samples=cache)  # fmt: skip
+            rep.update(extra, seconds=train_s)
+            report["results"][f"{taste.name}/{algo}"] = rep
+    report["seconds"] = time.perf_counter() - t0
+    (root / "report.json").write_text(json.dumps(report, indent=2, default=float))
+    return report
+
+
+def summarise(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Seed mean and std of every figure, per creator/algorithm and split."""
+    out: dict[str, Any] = {}
+    for key in reports[0]["results"]:
+        out[key] = {}
+        for split in ("train", "heldout"):
+            vals: dict[str, list[float]] = {}
+            for r in reports:
+                for m, v in r["results"][key][split].items():
+                    vals.setdefault(m, []).append(float(v))
+            out[key][split] = {
+                m: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
+                for m, v in vals.items()
+            }
+    return out
+
+
+def save_grid(images: np.ndarray, path: str | Path, *, scale: int = 3, pad: int = 2) -> Path:
+    """Images [R, C, H, W, 3] in [0, 1] as one PNG grid (rows R, columns C), upscaled."""
+    from PIL import Image
+
+    r, c, h, w, _ = images.shape
+    canvas = np.ones((r * (h + pad) + pad, c * (w + pad) + pad, 3), np.float32)
+    for i in range(r):
+        for j in range(c):
+            y, x = pad + i * (h + pad), pad + j * (w + pad)
+            canvas[y : y + h, x : x + w] = images[i, j]
+    im = Image.fromarray(np.round(canvas * 255).astype(np.uint8))
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    im.resize((im.width * scale, im.height * scale), Image.Resampling.NEAREST).save(p)
+    return p
+
+
+def quickstart_stage(
+    out: str | Path, *, host: Any, seed: int = 0, grpo: FlowGRPOConfig | None = None,
+    creators: Sequence[str] = tuple(CREATORS), n_eval: int = 8,
+) -> dict[str, Any]:  # fmt: skip
+    """The quickstart's flow stage: Flow-GRPO per simulated creator from the packaged base,
+    then `out/flow/<creator>_before_after.png` (rows: tag sets; left half base, right half
+    aligned, same noise) and `out/flow/report.json`. `host` must have the flow plugin
+    loaded (the `flow-composition` encoder and the `aesthetic` reward)."""
+    root = Path(out) / "flow"
+    rep = run_seed(root / "run", seed=seed, host=host, algorithms=("grpo",), creators=creators,
+                   grpo=grpo, n_eval=n_eval)  # fmt: skip
+    base, _ = load_flow(BASE_WEIGHTS)
+    grids = {}
+    for name in creators:
+        aligned, _ = load_flow(root / "run" / f"{name}-grpo" / "model.safetensors")
+        sets = TRAIN_TAG_SETS
+        b = generate(base, sets, 4, seed=99)
+        a = generate(aligned, sets, 4, seed=99)
+        grids[name] = str(
+            save_grid(np.concatenate([b, a], axis=1), root / f"{name}_before_after.png")
+        )
+    summary = {
+        "grids": grids,
+        "win_rate": {k: v["train"]["win_rate"] for k, v in rep["results"].items()},
+        "heldout_win_rate": {k: v["heldout"]["win_rate"] for k, v in rep["results"].items()},
+        "seconds": rep["seconds"],
+    }
+    (root / "report.json").write_text(
+        json.dumps({**rep, "summary": summary}, indent=2, default=float)
+    )
+    return summary
