@@ -242,7 +242,7 @@ class RouterTask:
         self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
     ) -> dict[str, float]:
         """Exact-plan accuracy, step F1 and validity of decoded plans on labelled examples."""
-        figures, _, _ = evaluate_router(self.router(start), list(records))
+        figures, _, _ = evaluate_router(self.router(start), [dict(r) for r in records])
         return {k: float(v) for k, v in figures.items() if isinstance(v, int | float)}
 
     def save(
