@@ -170,6 +170,13 @@ class GradingModel:
         return model
 
 
+def copy_policy(policy: GradingPolicy) -> GradingPolicy:
+    """A deep copy with its own buffers (`nnx.clone` shares arrays, which a trainer that
+    donates its inputs would delete under the copy)."""
+    graphdef, state = nnx.split(policy)
+    return nnx.merge(graphdef, jax.tree.map(lambda x: jnp.array(x, copy=True), state))
+
+
 @nnx.jit
 def _mode(policy: GradingPolicy, feats: jax.Array, cond: jax.Array) -> jax.Array:
     return policy.mode(feats, cond)

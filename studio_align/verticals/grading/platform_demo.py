@@ -6,8 +6,8 @@ them exactly as on real logs. Each simulated creator (`creator.SimulatedCreator`
 hidden taste over colour statistics that their style request shifts (a "warm" request
 warms the target, "moody" darkens it, ...), and logs, session by session:
 
-- **retouch** events: a source photo and the creator's `after` grade (the best of 24
-  random grades of the photo under the creator's noisy judgement);
+- **retouch** events: a source photo and the creator's `after` grade (a coarse-to-fine
+  search of grades under the creator's noisy judgement, `StyledCreator.retouch`);
 - **selection** events among `candidates` graded versions of a source photo, with the
   platform's extra fields `source` and each candidate's `grade`;
 - **rating** events: thumbs up/down on one graded image (up when the creator's utility
@@ -89,6 +89,18 @@ class StyledCreator:
 
     def utility(self, thumbs: np.ndarray, style: str = "") -> np.ndarray:
         return self.taste_for(style).utility(thumbs)
+
+    def retouch(self, thumb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A deliberate edit: the best of 32 coarse grades, then of 32 refinements around
+        it, judged at a quarter of the selection temperature (retouching is iterative)."""
+        best = np.zeros(N_PARAMS, np.float32)
+        for scale in (0.5, 0.15):
+            tries = np.clip(best + rng.normal(0.0, scale, (32, N_PARAMS)), -1, 1)
+            tries[0] = best
+            imgs = render(np.broadcast_to(thumb, (32, *thumb.shape)), tries.astype(np.float32))
+            u = self.utility(imgs) / (0.25 * self.creator.temperature)
+            best = tries[int(np.argmax(u + rng.gumbel(size=32)))].astype(np.float32)
+        return best
 
     def noisy_best(self, thumbs: np.ndarray, style: str, rng: np.random.Generator) -> int:
         u = self.utility(thumbs, style) / self.creator.temperature
@@ -180,10 +192,7 @@ def write_platform_demo(
             src = w.source()
             rel = w.save(src, f"img/{name}/{kind}{j:05d}_src")
             if kind == "retouch":
-                tries = rng.normal(0.0, 0.5, size=(24, N_PARAMS)).astype(np.float32)
-                tries[0] = 0.0
-                thumbs = render(np.broadcast_to(_thumb(src), (24, THUMB, THUMB, 3)), tries)
-                after = np.clip(tries[sc.noisy_best(thumbs, "", rng)], -1, 1)
+                after = sc.retouch(_thumb(src), rng)
                 w.event(
                     "retouch", name, session, image=rel, before=zero,
                     after=vector_to_params(after),

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flax import nnx
 
 from studio_align.errors import ConfigError, DataError
 from studio_align.reward_models.scorer import AestheticScorer
@@ -48,7 +47,7 @@ from studio_align.verticals.grading.dataset import (
     prompt_rows,
 )
 from studio_align.verticals.grading.logs import GradingLogs, read_grading_logs
-from studio_align.verticals.grading.model import GradingModel
+from studio_align.verticals.grading.model import GradingModel, copy_policy
 from studio_align.verticals.grading.objectives import (
     ConditionedRolloutPolicy,
     bc_loss,
@@ -173,7 +172,7 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     if not train_paths:
         raise DataError("no training events with readable images after the creator/session split")
     model.policy.set_input_stats(th.feats[th.rows(train_paths)])
-    base = GradingModel(nnx.clone(model.policy), creators, thumbnail=model.thumbnail)
+    base = GradingModel(copy_policy(model.policy), creators, thumbnail=model.thumbnail)
 
     t = time.perf_counter()
     stages: dict[str, Any] = {}
@@ -188,7 +187,7 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     seconds["bc"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    reference = nnx.clone(model.policy)
+    reference = copy_policy(model.policy)
     if cfg.algorithm == "dpo" and cfg.dpo.steps:
         d = dpo_arrays(data, th, model)
         d["ref_chosen"] = reference_logps(reference, d["feats"], d["cond"], d["chosen"])
