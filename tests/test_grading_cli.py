@@ -94,7 +94,9 @@ def test_grade_keeps_size_exif_icc_alpha_and_skips_corrupt_files(trained, tmp_pa
         assert g.getexif()[0x0112] == 6
         assert g.info["icc_profile"] == o.info["icc_profile"]
     with Image.open(tmp_path / "out" / "alpha.png") as g:
-        assert g.mode == "RGBA" and g.size == (20, 12) and g.getchannel("A").getextrema() == (77, 77)
+        assert (
+            g.mode == "RGBA" and g.size == (20, 12) and g.getchannel("A").getextrema() == (77, 77)
+        )
     assert Image.open(tmp_path / "out" / "grey.png").size == (16, 16)
     assert read_cube(tmp_path / "luts" / "photo.cube").shape == (33, 33, 33, 3)
     neutral = json.loads(run("grade", "--checkpoint", str(trained["model"]), "--creator", "bo",
@@ -153,4 +155,6 @@ def test_corrupt_image_in_logs_is_skipped_and_counted(trained, tmp_path):
     strict = CliRunner().invoke(
         main, ["train", "grading", "--config", str(cfg), "--set", "skip_bad_images=false"]
     )
-    assert strict.exit_code == 2 and "broken.png" in strict.output and "Traceback" not in strict.output
+    assert (
+        strict.exit_code == 2 and "broken.png" in strict.output and "Traceback" not in strict.output
+    )

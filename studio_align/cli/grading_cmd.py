@@ -47,7 +47,9 @@ def train_grading_cmd(config: Path | None, overrides: tuple[str, ...], as_json: 
     )
     for c, v in rep["heldout_delta_e"]["tuned"].items():
         b = rep["heldout_delta_e"]["base"].get(c, {}).get("delta_e", float("nan"))
-        click.echo(f"  {c:<12} held-out ΔE2000 to own retouches: tuned {v['delta_e']:.2f}  base {b:.2f}")
+        click.echo(
+            f"  {c:<12} held-out ΔE2000 to own retouches: tuned {v['delta_e']:.2f}  base {b:.2f}"
+        )
     for p in d["problems"][:5]:
         click.echo(f"  skipped: {p}", err=True)
 
@@ -105,7 +107,9 @@ def grade(
 @click.option("--logs", required=True, multiple=True, type=click.Path(exists=True, path_type=Path), help="Logs (held-out groups are selected with the run's split).")  # fmt: skip
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), help="Write index.html with before/after grids.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True)
-def eval_grading(checkpoint: Path, logs: tuple[Path, ...], report_dir: Path | None, as_json: bool) -> None:
+def eval_grading(
+    checkpoint: Path, logs: tuple[Path, ...], report_dir: Path | None, as_json: bool
+) -> None:
     """Per creator: reward-model accuracy, win rates under held-out selections, ΔE2000."""
     from studio_align.verticals.grading.evaluate import evaluate_grading
 
@@ -117,13 +121,16 @@ def eval_grading(checkpoint: Path, logs: tuple[Path, ...], report_dir: Path | No
     def f(x: object) -> str:
         return f"{x:.3f}" if isinstance(x, float) else "  –  "
 
-    click.echo("creator       RM acc  win/untuned  win/identity  ΔE tuned  ΔE untuned")
+    click.echo(
+        "creator       RM acc  win/untuned  win/identity  look-win/untuned  ΔE tuned  ΔE untuned"
+    )
     for c, v in fig["creators"].items():
         s, r, m = v["selections"] or {}, v["retouches"] or {}, v["reward_model"] or {}
         de = r.get("delta_e", {})
         click.echo(
             f"{c:<12}  {f(m.get('accuracy'))}   {f(s.get('win_rate_vs_untuned'))}        "
-            f"{f(s.get('win_rate_vs_identity'))}         {f(de.get('tuned'))}     {f(de.get('untuned'))}"
+            f"{f(s.get('win_rate_vs_identity'))}         {f(s.get('look_win_rate_vs_untuned'))}"
+            f"             {f(de.get('tuned'))}     {f(de.get('untuned'))}"
         )
     click.echo(json.dumps(json_safe(fig["summary"])))
     if "report" in fig:
@@ -139,7 +146,13 @@ def eval_grading(checkpoint: Path, logs: tuple[Path, ...], report_dir: Path | No
 @click.option("--format", "image_format", type=click.Choice(["png", "jpg"]), default="png")
 @click.option("--seed", type=int, default=0)
 def demo_grading(
-    out_dir: Path, retouches: int, selections: int, ratings: int, size: int, image_format: str, seed: int
+    out_dir: Path,
+    retouches: int,
+    selections: int,
+    ratings: int,
+    size: int,
+    image_format: str,
+    seed: int,
 ) -> None:
     """Write simulated creators' grading logs (JSONL) and images, as a platform exports them."""
     from studio_align.verticals.grading.platform_demo import write_platform_demo

@@ -155,7 +155,16 @@ def fit_preference(model: PreferenceModel, data: PairData, cfg: FitConfig) -> li
     rbs = min(cfg.batch_size, n_r) if n_r else 1
 
     @nnx.jit
-    def step(model: PreferenceModel, opt: nnx.Optimizer, c: jax.Array, r: jax.Array, k: jax.Array, ri: jax.Array, ru: jax.Array, rk: jax.Array):  # type: ignore[no-untyped-def]
+    def step(
+        model: PreferenceModel,
+        opt: nnx.Optimizer,
+        c: jax.Array,
+        r: jax.Array,
+        k: jax.Array,
+        ri: jax.Array,
+        ru: jax.Array,
+        rk: jax.Array,
+    ):  # type: ignore[no-untyped-def]
         def loss_fn(m: PreferenceModel) -> tuple[jax.Array, dict[str, jax.Array]]:
             loss, metrics = bradley_terry_loss(m(x[c], k), m(x[r], k))
             loss = pair_w * loss + cfg.creator_l2 * jnp.sum(m.delta.value**2)
@@ -199,9 +208,11 @@ def rating_accuracy(model: PreferenceModel, data: PairData) -> dict[str, Any]:
     for name, ok in zip(data.rated_creators or ["?"] * len(right), right, strict=True):
         by_c.setdefault(name, []).append(bool(ok))
     return {
-        "ratings": int(len(right)),
+        "ratings": len(right),
         "accuracy": float(right.mean()),
-        "by_creator": {c: {"ratings": len(v), "accuracy": float(np.mean(v))} for c, v in by_c.items()},
+        "by_creator": {
+            c: {"ratings": len(v), "accuracy": float(np.mean(v))} for c, v in by_c.items()
+        },
     }
 
 

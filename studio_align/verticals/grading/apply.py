@@ -144,7 +144,7 @@ def grade_files(
         try:
             with Image.open(src) as im:
                 im.load()
-                fmt, info = im.format, dict(im.info)
+                fmt, info = im.format, {str(k): v for k, v in im.info.items()}
                 rgb, alpha = _split_alpha(im)
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, DataError) as e:
             skipped[str(src)] = f"cannot decode image ({type(e).__name__}: {e})"

@@ -83,30 +83,32 @@ def bc_arrays(
 
 
 def dpo_arrays(data: GradingLogs, th: Thumbs, model: GradingModel) -> dict[str, np.ndarray]:
-    srcs, styles, who, chosen, rejected = [], [], [], [], []
-    for r in data.retouches:
-        if r.split == "train" and not np.allclose(r.after, r.before):
-            srcs.append(r.image), styles.append(""), who.append(r.creator)
-            chosen.append(r.after), rejected.append(r.before)
+    # (source, style, creator, chosen grade, rejected grade)
+    pairs: list[tuple[str, str, str, np.ndarray, np.ndarray]] = [
+        (r.image, "", r.creator, r.after, r.before)
+        for r in data.retouches
+        if r.split == "train" and not np.allclose(r.after, r.before)
+    ]
     for s in data.selections:
         if s.split != "train" or s.grades is None or s.source is None:
             continue
-        for c in s.chosen:
-            for j in range(len(s.images)):
-                if j not in s.chosen:
-                    srcs.append(s.source), styles.append(s.prompt), who.append(s.creator)
-                    chosen.append(s.grades[c]), rejected.append(s.grades[j])
-    if not srcs:
+        pairs += [
+            (s.source, s.prompt, s.creator, s.grades[c], s.grades[j])
+            for c in s.chosen
+            for j in range(len(s.images))
+            if j not in s.chosen
+        ]
+    if not pairs:
         raise DataError(
             "algorithm = 'dpo' needs retouches whose after differs from before, or selections "
             "with 'source' and candidate 'grade' fields; none in the training split"
         )
-    rows = th.rows(srcs)
+    rows = th.rows([p[0] for p in pairs])
     return {
         "feats": th.feats[rows],
-        "cond": model.conditioning(styles, who),
-        "chosen": np.clip(np.stack(chosen), -1, 1).astype(np.float32),
-        "rejected": np.clip(np.stack(rejected), -1, 1).astype(np.float32),
+        "cond": model.conditioning([p[1] for p in pairs], [p[2] for p in pairs]),
+        "chosen": np.clip(np.stack([p[3] for p in pairs]), -1, 1).astype(np.float32),
+        "rejected": np.clip(np.stack([p[4] for p in pairs]), -1, 1).astype(np.float32),
     }
 
 
@@ -114,15 +116,11 @@ def prompt_rows(
     data: GradingLogs, th: Thumbs, split: str = "train"
 ) -> tuple[list[str], list[str], list[str]]:
     """(source paths, style requests, creators) of GRPO prompts, one per source and style."""
-    seen: set[tuple[str, str, str]] = set()
-    out: list[tuple[str, str, str]] = []
-    for r in data.retouches:
-        key = (r.image, "", r.creator)
-        if r.split == split and key not in seen:
-            seen.add(key), out.append(key)
-    for s in data.selections:
-        if s.split == split and s.source is not None:
-            key = (s.source, s.prompt, s.creator)
-            if key not in seen:
-                seen.add(key), out.append(key)
+    keys = [(r.image, "", r.creator) for r in data.retouches if r.split == split]
+    keys += [
+        (s.source, s.prompt, s.creator)
+        for s in data.selections
+        if s.split == split and s.source is not None
+    ]
+    out = list(dict.fromkeys(keys))  # distinct, in first-seen order
     return [k[0] for k in out], [k[1] for k in out], [k[2] for k in out]

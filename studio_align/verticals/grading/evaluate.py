@@ -7,9 +7,17 @@ training groups are left out and counted, so passing the training logs is safe):
   creator's held-out selections (chosen ≻ each unchosen candidate);
 - **win rates under the creator's selections**: for each held-out selection whose
   source is logged, the tuned grade of the source is judged against the untuned grade
-  (and the identity) by the creator's own choice: the grade whose rendering is closer
-  in mean ΔE2000 to the candidate the creator picked wins (ties count half). No
-  simulator and no reward model is involved;
+  (and the identity) by the creator's own choice. A grade's agreement with the choice is
+  how much closer its rendering lands to the candidate the creator picked than to the
+  ones they passed over: `mean_j ΔE(g, rejected_j) - ΔE(g, chosen)` (mean ΔE2000 over
+  pixels). The grade with the larger agreement wins; ties count half. Measuring against
+  chosen *and* rejected matters: distance to the chosen one alone favours a grade at the
+  centre of the candidates (the identity, for candidates sampled around it), whatever
+  the creator picked. The same agreement is also measured in *look space* (the
+  colour-statistics encoder's 15 scalars, z-scored over the held-out candidates:
+  brightness, contrast, shadow/mid/highlight levels, saturation, warmth, tint, ...),
+  which is what a grade changes and what a creator judges; pixel ΔE also counts
+  differences no one chooses on. No simulator and no reward model is involved;
 - **ΔE2000 to the creator's retouches**: mean ΔE2000 between the model's grade and the
   creator's own `after` grade of each held-out retouch, for the tuned model, the base
   (untuned) policy and the identity.
@@ -29,6 +37,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from studio_align.errors import CheckpointError
+from studio_align.reward_models.color_stats import SCALAR_NAMES, color_statistics
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.verticals.grading.color import mean_delta_e
 from studio_align.verticals.grading.dataset import Thumbs, load_thumbs
@@ -38,8 +47,8 @@ from studio_align.verticals.grading.renderer import N_PARAMS, render
 
 
 def _win(a: np.ndarray, b: np.ndarray) -> float:
-    """Fraction of cases where distance `a` beats (is below) `b`; ties count half."""
-    return float(np.mean((a < b) + 0.5 * (a == b))) if len(a) else float("nan")
+    """Fraction of cases where agreement `a` beats (is above) `b`; ties count half."""
+    return float(np.mean((a > b) + 0.5 * (a == b))) if len(a) else float("nan")
 
 
 def _by_creator(creators: list[str], values: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -58,22 +67,50 @@ def _selection_figures(
         return {}
     src = th.pixels[th.rows([s.source for s in sel if s.source is not None])]
     picked = th.pixels[th.rows([s.images[s.chosen[0]] for s in sel])]
+    passed = [th.pixels[th.rows([p for j, p in enumerate(s.images) if j not in s.chosen])]
+              for s in sel]  # fmt: skip
     who, styles = [s.creator for s in sel], [s.prompt for s in sel]
     grades = {
         "tuned": tuned.predict(src, styles, who),
         "untuned": base.predict(src, styles, who),
         "identity": np.zeros((len(sel), N_PARAMS), np.float32),
     }
-    dist = {k: mean_delta_e(render(src, g), picked) for k, g in grades.items()}
+    # the look space: the colour-statistics encoder's 15 scalars, z-scored over the
+    # held-out candidates (a fixed encoder: no learned model, no simulator)
+    cand_stats = _look([p for s in sel for p in th.pixels[th.rows(s.images)]])
+    mu, sd = cand_stats.mean(0), cand_stats.std(0) + 1e-6
+    chosen_z = (_look(list(picked)) - mu) / sd
+    passed_z = [(_look(list(p)) - mu) / sd for p in passed]
+    pixel, look = {}, {}
+    for k, g in grades.items():
+        out_img = render(src, g)
+        to_chosen = mean_delta_e(out_img, picked)
+        to_passed = np.array(
+            [mean_delta_e(out_img[i][None], p).mean() if len(p) else to_chosen[i]
+             for i, p in enumerate(passed)]
+        )  # fmt: skip
+        pixel[k] = to_passed - to_chosen
+        z = (_look(list(out_img)) - mu) / sd
+        look[k] = np.array(
+            [np.dot(z[i] - np.vstack([pz, chosen_z[i]]).mean(0), chosen_z[i] - pz.mean(0))
+             for i, pz in enumerate(passed_z)]
+        )  # fmt: skip
     out = {}
-    for c, d in _by_creator(who, dist).items():
+    for c, d in _by_creator(who, {**pixel, **{f"look/{k}": v for k, v in look.items()}}).items():
         out[c] = {
             "selections": len(d["tuned"]),
             "win_rate_vs_untuned": _win(d["tuned"], d["untuned"]),
             "win_rate_vs_identity": _win(d["tuned"], d["identity"]),
-            "delta_e_to_chosen": {k: float(v.mean()) for k, v in d.items()},
+            "look_win_rate_vs_untuned": _win(d["look/tuned"], d["look/untuned"]),
+            "look_win_rate_vs_identity": _win(d["look/tuned"], d["look/identity"]),
+            "agreement": {k: float(v.mean()) for k, v in d.items()},
         }
     return out
+
+
+def _look(images: list[np.ndarray]) -> np.ndarray:
+    st = color_statistics(np.stack(images))
+    return np.stack([st[k] for k in SCALAR_NAMES], axis=1).astype(np.float64)
 
 
 def _retouch_figures(
@@ -99,7 +136,10 @@ def _retouch_figures(
             "tuned_below_base": bool(d["tuned"].mean() < d["untuned"].mean()),
         }
         rows = [i for i, w in enumerate(who) if w == c][:4]
-        grids[c] = [np.concatenate([src[i], imgs["untuned"][i], imgs["tuned"][i], target[i]], 1) for i in rows]
+        grids[c] = [
+            np.concatenate([src[i], imgs["untuned"][i], imgs["tuned"][i], target[i]], 1)
+            for i in rows
+        ]
     return out, grids
 
 
@@ -153,6 +193,7 @@ def evaluate_grading(
         for c in creators
     }
     wins = [v["win_rate_vs_untuned"] for v in sel.values()]
+    look_wins = [v["look_win_rate_vs_untuned"] for v in sel.values()]
     below = [v["tuned_below_base"] for v in ret.values()]
     fig: dict[str, Any] = {
         "checkpoint": str(ckpt),
@@ -161,6 +202,8 @@ def evaluate_grading(
             "creators": len(creators),
             "min_win_rate_vs_untuned": float(min(wins)) if wins else None,
             "creators_win_rate_at_least_0.75": int(sum(w >= 0.75 for w in wins)),
+            "min_look_win_rate_vs_untuned": float(min(look_wins)) if look_wins else None,
+            "creators_look_win_rate_at_least_0.75": int(sum(w >= 0.75 for w in look_wins)),
             "fraction_creators_delta_e_below_base": float(np.mean(below)) if below else None,
         },
         "left_out_training_events": left_out,
@@ -180,7 +223,8 @@ def write_report(out: Path, fig: dict[str, Any], grids: dict[str, list[np.ndarra
         f"<h1>Grading evaluation</h1><p>checkpoint <code>{html.escape(fig['checkpoint'])}</code>"
         "</p><pre>" + html.escape(json.dumps(fig["summary"], indent=1)) + "</pre>",
         "<table><tr><th>creator</th><th>RM held-out acc.</th><th>win vs untuned</th>"
-        "<th>win vs identity</th><th>ΔE tuned</th><th>ΔE untuned</th><th>ΔE identity</th></tr>",
+        "<th>win vs identity</th><th>look win vs untuned</th><th>look win vs identity</th>"
+        "<th>ΔE tuned</th><th>ΔE untuned</th><th>ΔE identity</th></tr>",
     ]
 
     def f(x: Any) -> str:
@@ -192,6 +236,8 @@ def write_report(out: Path, fig: dict[str, Any], grids: dict[str, list[np.ndarra
         parts.append(
             f"<tr><td>{html.escape(c)}</td><td>{f(m.get('accuracy'))}</td>"
             f"<td>{f(s.get('win_rate_vs_untuned'))}</td><td>{f(s.get('win_rate_vs_identity'))}</td>"
+            f"<td>{f(s.get('look_win_rate_vs_untuned'))}</td>"
+            f"<td>{f(s.get('look_win_rate_vs_identity'))}</td>"
             f"<td>{f(de.get('tuned'))}</td><td>{f(de.get('untuned'))}</td>"
             f"<td>{f(de.get('identity'))}</td></tr>"
         )

@@ -122,9 +122,7 @@ class GradingLogs:
         self.retouches = [r for r in self.retouches if ok([r.image], r.where)]
         self.ratings = [r for r in self.ratings if ok([r.image], r.where)]
         self.selections = [
-            s
-            for s in self.selections
-            if ok(s.images + ([s.source] if s.source else []), s.where)
+            s for s in self.selections if ok(s.images + ([s.source] if s.source else []), s.where)
         ]
 
     def summary(self) -> dict[str, Any]:

@@ -164,7 +164,9 @@ class GradingModel:
         if len(loaded) != len(leaves) or any(
             a.shape != b.shape for a, b in zip(loaded, leaves, strict=True)
         ):
-            raise CheckpointError(f"{p}/policy.npz: does not match the architecture in grading.json")
+            raise CheckpointError(
+                f"{p}/policy.npz: does not match the architecture in grading.json"
+            )
         nnx.update(model.policy, jax.tree.unflatten(treedef, [jnp.asarray(a) for a in loaded]))
         model.meta = meta
         return model

@@ -40,7 +40,9 @@ def bc_loss(model: GradingPolicy, batch: Batch) -> tuple[jax.Array, dict[str, ja
     return -jnp.mean(jnp.sum(lp, axis=-1)), {"mae": mae}
 
 
-def grade_logps(model: GradingPolicy, feats: jax.Array, cond: jax.Array, actions: jax.Array) -> jax.Array:
+def grade_logps(
+    model: GradingPolicy, feats: jax.Array, cond: jax.Array, actions: jax.Array
+) -> jax.Array:
     """[B] log-density of whole grades (sum over parameters)."""
     return jnp.sum(model.log_probs(feats, cond, actions), axis=-1)
 

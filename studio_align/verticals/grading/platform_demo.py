@@ -6,8 +6,8 @@ them exactly as on real logs. Each simulated creator (`creator.SimulatedCreator`
 hidden taste over colour statistics that their style request shifts (a "warm" request
 warms the target, "moody" darkens it, ...), and logs, session by session:
 
-- **retouch** events: a source photo and the creator's `after` grade (a coarse-to-fine
-  search of grades under the creator's noisy judgement, `StyledCreator.retouch`);
+- **retouch** events: a source photo and the creator's `after` grade (slider-by-slider
+  adjustment under the creator's slightly noisy judgement, `StyledCreator.retouch`);
 - **selection** events among `candidates` graded versions of a source photo, with the
   platform's extra fields `source` and each candidate's `grade`;
 - **rating** events: thumbs up/down on one graded image (up when the creator's utility
@@ -91,15 +91,20 @@ class StyledCreator:
         return self.taste_for(style).utility(thumbs)
 
     def retouch(self, thumb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """A deliberate edit: the best of 32 coarse grades, then of 32 refinements around
-        it, judged at a quarter of the selection temperature (retouching is iterative)."""
+        """A deliberate edit, slider by slider: two sweeps over the parameters, each
+        setting one slider to the best of 9 positions around its current value under the
+        creator's judgement (with a little noise). Similar photos get similar grades, as
+        with a real retoucher, so the grades are learnable."""
         best = np.zeros(N_PARAMS, np.float32)
-        for scale in (0.5, 0.15):
-            tries = np.clip(best + rng.normal(0.0, scale, (32, N_PARAMS)), -1, 1)
-            tries[0] = best
-            imgs = render(np.broadcast_to(thumb, (32, *thumb.shape)), tries.astype(np.float32))
-            u = self.utility(imgs) / (0.25 * self.creator.temperature)
-            best = tries[int(np.argmax(u + rng.gumbel(size=32)))].astype(np.float32)
+        steps = np.linspace(-0.6, 0.6, 9, dtype=np.float32)
+        small = thumb[::2, ::2]
+        for _sweep in range(2):
+            for k in range(N_PARAMS):
+                tries = np.repeat(best[None], len(steps), axis=0)
+                tries[:, k] = np.clip(best[k] + steps, -1, 1)
+                imgs = render(np.broadcast_to(small, (len(steps), *small.shape)), tries)
+                u = self.utility(imgs) / (0.1 * self.creator.temperature)
+                best = tries[int(np.argmax(u + rng.gumbel(size=len(steps))))]
         return best
 
     def noisy_best(self, thumbs: np.ndarray, style: str, rng: np.random.Generator) -> int:
@@ -108,9 +113,7 @@ class StyledCreator:
 
 
 def demo_creators(temperature: float = 1.0) -> dict[str, StyledCreator]:
-    return {
-        n: StyledCreator(SimulatedCreator(n, t, temperature)) for n, t in DEMO_TASTES.items()
-    }
+    return {n: StyledCreator(SimulatedCreator(n, t, temperature)) for n, t in DEMO_TASTES.items()}
 
 
 def _to_u8(img: np.ndarray) -> np.ndarray:

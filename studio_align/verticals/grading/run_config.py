@@ -49,9 +49,7 @@ class PolicySection(Strict):
 
 class RewardSection(Strict):
     model: str = ""
-    weights: dict[str, float] = Field(
-        default_factory=lambda: {"aesthetic": 1.0, "identity": 0.5}
-    )
+    weights: dict[str, float] = Field(default_factory=lambda: {"aesthetic": 1.0, "identity": 0.5})
     ratings_weight: float = Field(1.0, ge=0)
     head: HeadConfig = Field(default_factory=lambda: HeadConfig(hidden=32))
     train: FitSection = Field(default_factory=lambda: FitSection(steps=300, weight_decay=1e-2))
@@ -134,6 +132,4 @@ class GradingRunConfig(Strict):
     bc: BCSection = Field(default_factory=BCSection)
     grpo: GRPOSection = Field(default_factory=GRPOSection)
     dpo: DPOSection = Field(default_factory=DPOSection)
-    checkpoint: CheckpointConfig = Field(
-        default_factory=lambda: CheckpointConfig(every=50, keep=2)
-    )
+    checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig(every=50, keep=2))

@@ -178,10 +178,15 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     stages: dict[str, Any] = {}
     bc = bc_arrays(data, th, model)
     if cfg.bc.steps and len(bc["actions"]):
+        bc_source = ArrayBatches(bc, cfg.bc.batch_size, seed=cfg.seed)
         res = train_loop(
-            model.policy, cfg.bc.optim(), bc_loss, ArrayBatches(bc, cfg.bc.batch_size, seed=cfg.seed),
-            _loop_cfg(cfg, "bc", cfg.bc.steps, cfg.bc.batch_size), name="bc",
-        )  # fmt: skip
+            model.policy,
+            cfg.bc.optim(),
+            bc_loss,  # type: ignore[arg-type]  # a loss of the GradingPolicy subclass
+            bc_source,
+            _loop_cfg(cfg, "bc", cfg.bc.steps, cfg.bc.batch_size),
+            name="bc",
+        )
         stages["bc"] = {"examples": len(bc["actions"]), "steps": res.step, **res.metrics}
         stages["bc"]["resumed_from"] = res.resumed_from
     seconds["bc"] = time.perf_counter() - t
@@ -193,10 +198,15 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
         d["ref_chosen"] = reference_logps(reference, d["feats"], d["cond"], d["chosen"])
         d["ref_rejected"] = reference_logps(reference, d["feats"], d["cond"], d["rejected"])
         loss = make_dpo_grade_loss(beta=cfg.dpo.beta, loss_type=cfg.dpo.loss_type)
+        dpo_source = ArrayBatches(d, cfg.dpo.batch_size, seed=cfg.seed)
         res = train_loop(
-            model.policy, cfg.dpo.optim(), loss, ArrayBatches(d, cfg.dpo.batch_size, seed=cfg.seed),
-            _loop_cfg(cfg, "dpo", cfg.dpo.steps, cfg.dpo.batch_size), name="dpo",
-        )  # fmt: skip
+            model.policy,
+            cfg.dpo.optim(),
+            loss,
+            dpo_source,
+            _loop_cfg(cfg, "dpo", cfg.dpo.steps, cfg.dpo.batch_size),
+            name="dpo",
+        )
         stages["dpo"] = {"pairs": len(d["chosen"]), "steps": res.step, **res.metrics}
     elif cfg.algorithm == "grpo" and cfg.grpo.steps:
         stages["grpo"] = _grpo(cfg, model, reference, data, th, scorer, host)
