@@ -48,6 +48,7 @@ COMMAND_MODULES: list[str] = [
     "quickstart_cmd",
     "model_cmd",
     "flow_cmd",
+    "grading_cmd",
 ]
 
 

@@ -8,6 +8,10 @@ score(x, creator) = population(x) + delta[creator] . z(x)
   towards zero by an L2 penalty (`creator_l2`), so a creator with few selections scores
   like the population and one with many departs from it as far as their data supports.
   Unknown creators (index -1) get the population score.
+- with `ratings=True`, a learned scalar `reference`: the score of a "neutral" image that
+  unpaired ratings (thumbs up/down) are compared against by the pointwise term
+  (`algorithms.pointwise`: Bradley-Terry or KTO-style against the reference). Selections
+  and ratings then train one head on one scale: `loss = BT(pairs) + w * pointwise(ratings)`.
 
 Training is full-batch or minibatch Adam(W) on `bradley_terry_loss` from
 `studio_align.algorithms`; the step is one `nnx.jit` function, compiled once. The model
@@ -30,6 +34,7 @@ import optax
 from flax import nnx
 
 from studio_align.algorithms.bradley_terry import bradley_terry_loss
+from studio_align.algorithms.pointwise import POINTWISE_LOSSES
 from studio_align.errors import CheckpointError, QualityGateError
 
 
@@ -39,9 +44,18 @@ class Stat(nnx.Variable):
 
 class PreferenceModel(nnx.Module):
     def __init__(
-        self, dim: int, *, hidden: int = 64, creators: list[str] | None = None, rngs: nnx.Rngs
+        self,
+        dim: int,
+        *,
+        hidden: int = 64,
+        creators: list[str] | None = None,
+        ratings: bool = False,
+        rngs: nnx.Rngs,
     ) -> None:
         self.dim = dim
+        self.ratings = ratings
+        if ratings:
+            self.reference = nnx.Param(jnp.zeros((), jnp.float32))
         self.hidden = hidden
         self.creators = list(creators or [])
         self.mean = Stat(jnp.zeros((dim,), jnp.float32))
@@ -92,6 +106,11 @@ class PairData:
     creator: np.ndarray
     sessions: list[str] = field(default_factory=list)
     creators: list[str] = field(default_factory=list)
+    # unpaired ratings: feature rows, thumbs-up flags, creator indices (-1 = unknown)
+    rated: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int32))
+    rated_up: np.ndarray = field(default_factory=lambda: np.zeros((0,), bool))
+    rated_creator: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int32))
+    rated_creators: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return int(self.chosen.shape[0])
@@ -105,12 +124,22 @@ class FitConfig:
     batch_size: int = 512
     creator_l2: float = 1e-2
     seed: int = 0
+    ratings_weight: float = 1.0
+    ratings_loss: str = "logistic"  # a key of algorithms.pointwise.POINTWISE_LOSSES
 
 
 def fit_preference(model: PreferenceModel, data: PairData, cfg: FitConfig) -> list[float]:
-    """Train `model` on `data` in place; returns the loss curve (one value per step)."""
+    """Train `model` on `data` in place; returns the loss curve (one value per step).
+
+    With ratings in `data` (and `model.ratings`), each step adds `ratings_weight` times
+    the pointwise loss of a rating minibatch (drawn from its own generator, so the pair
+    minibatches are those of a run without ratings).
+    """
     feats = np.asarray(data.features, np.float32)
-    used = np.unique(np.concatenate([data.chosen, data.rejected]))
+    n_r = len(data.rated) if model.ratings and cfg.ratings_weight > 0 else 0
+    if len(data) == 0 and n_r == 0:
+        raise ValueError("fit_preference: no pairs and no ratings")
+    used = np.unique(np.concatenate([data.chosen, data.rejected, data.rated[:n_r]]))
     mu = feats[used].mean(0)
     sd = feats[used].std(0) + 1e-4
     model.mean.value = jnp.asarray(mu)
@@ -119,31 +148,72 @@ def fit_preference(model: PreferenceModel, data: PairData, cfg: FitConfig) -> li
     opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
     x = jnp.asarray(feats)
     n = len(data)
-    bs = min(cfg.batch_size, n)
+    bs = min(cfg.batch_size, n) if n else 1
+    pair_w = 1.0 if n else 0.0  # ratings only: the pair term is a zero-weight dummy
+    point = POINTWISE_LOSSES[cfg.ratings_loss]
+    rw = cfg.ratings_weight if n_r else 0.0
+    rbs = min(cfg.batch_size, n_r) if n_r else 1
 
     @nnx.jit
-    def step(model: PreferenceModel, opt: nnx.Optimizer, c: jax.Array, r: jax.Array, k: jax.Array):  # type: ignore[no-untyped-def]
+    def step(
+        model: PreferenceModel,
+        opt: nnx.Optimizer,
+        c: jax.Array,
+        r: jax.Array,
+        k: jax.Array,
+        ri: jax.Array,
+        ru: jax.Array,
+        rk: jax.Array,
+    ):  # type: ignore[no-untyped-def]
         def loss_fn(m: PreferenceModel) -> tuple[jax.Array, dict[str, jax.Array]]:
             loss, metrics = bradley_terry_loss(m(x[c], k), m(x[r], k))
-            return loss + cfg.creator_l2 * jnp.sum(m.delta.value**2), metrics
+            loss = pair_w * loss + cfg.creator_l2 * jnp.sum(m.delta.value**2)
+            if rw:
+                p_loss, _ = point(m(x[ri], rk), ru, m.reference.value)
+                loss = loss + rw * p_loss
+            return loss, metrics
 
         (loss, _), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
         opt.update(model, grads)
         return loss
 
     rng = np.random.default_rng(cfg.seed)
+    r_rng = np.random.default_rng([cfg.seed, 7])
+    zero = np.zeros((1,), np.int32)
     losses = []
     for _ in range(cfg.steps):
         idx = rng.choice(n, size=bs, replace=False) if bs < n else np.arange(n)
+        ridx = r_rng.choice(n_r, size=rbs, replace=False) if rbs < n_r else np.arange(max(n_r, 1))
         loss = step(
             model,
             opt,
-            jnp.asarray(data.chosen[idx]),
-            jnp.asarray(data.rejected[idx]),
-            jnp.asarray(data.creator[idx]),
+            jnp.asarray(data.chosen[idx] if n else zero),
+            jnp.asarray(data.rejected[idx] if n else zero),
+            jnp.asarray(data.creator[idx] if n else zero),
+            jnp.asarray(data.rated[ridx] if n_r else zero),
+            jnp.asarray(data.rated_up[ridx] if n_r else np.zeros((1,), bool)),
+            jnp.asarray(data.rated_creator[ridx] if n_r else zero),
         )
         losses.append(float(loss))
     return losses
+
+
+def rating_accuracy(model: PreferenceModel, data: PairData) -> dict[str, Any]:
+    """Held-out ratings: how often `score > reference` agrees with thumbs up, by creator."""
+    if not model.ratings or len(data.rated) == 0:
+        return {"ratings": 0, "accuracy": float("nan"), "by_creator": {}}
+    s = np.asarray(model(jnp.asarray(data.features[data.rated]), jnp.asarray(data.rated_creator)))
+    right = (s > float(model.reference.value)) == data.rated_up
+    by_c: dict[str, list[bool]] = {}
+    for name, ok in zip(data.rated_creators or ["?"] * len(right), right, strict=True):
+        by_c.setdefault(name, []).append(bool(ok))
+    return {
+        "ratings": len(right),
+        "accuracy": float(right.mean()),
+        "by_creator": {
+            c: {"ratings": len(v), "accuracy": float(np.mean(v))} for c, v in by_c.items()
+        },
+    }
 
 
 def pairwise_accuracy(model: PreferenceModel, data: PairData) -> dict[str, Any]:
@@ -197,6 +267,7 @@ def save_preference_model(model: PreferenceModel, path: str | Path, meta: dict[s
         "dim": model.dim,
         "hidden": model.hidden,
         "creators": model.creators,
+        "ratings": model.ratings,
         **meta,
     }
     (out / "meta.json").write_text(json.dumps(full, indent=2, sort_keys=True))
@@ -218,7 +289,11 @@ def load_preference_model(
     if meta.get("format") != "studio-align/preference-model":
         raise CheckpointError(f"{p}/meta.json: not a studio-align preference model")
     model = PreferenceModel(
-        int(meta["dim"]), hidden=int(meta["hidden"]), creators=meta["creators"], rngs=nnx.Rngs(0)
+        int(meta["dim"]),
+        hidden=int(meta["hidden"]),
+        creators=meta["creators"],
+        ratings=bool(meta.get("ratings", False)),
+        rngs=nnx.Rngs(0),
     )
     state = nnx.state(model)
     leaves, treedef = jax.tree.flatten(state)

@@ -7,6 +7,13 @@ split by (creator, session) group (`data.split.assign_split`), never by line; em
 distinct image once through the on-disk cache; fit a Bradley-Terry head; report held-out
 pairwise accuracy overall, by creator and by session; apply the quality gate.
 
+Rating events (one image, thumbs up or down: the common case on a platform) train the
+same head through a pointwise term (`algorithms.pointwise`: Bradley-Terry against a
+learned reference score, or KTO's bounded value), weighted by `ratings_weight`; they are
+split by (creator, session) like selections (a rating without a session is grouped by
+creator and UTC day) and reported as held-out rating accuracy. Logs with ratings and no
+selections train a ratings-only model, gated on held-out rating accuracy.
+
 All images are decoded and embedded before training starts, so a bad file fails (or,
 with `skip_bad_images`, is dropped with its pairs and reported) before any optimiser
 step: never mid-training.
@@ -16,8 +23,9 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from flax import nnx
@@ -26,7 +34,7 @@ from pydantic import Field
 from studio_align.config import Strict
 from studio_align.data.compile import InvalidLogError, records_for
 from studio_align.data.reader import LogReader
-from studio_align.data.schemas import SelectionEvent
+from studio_align.data.schemas import RatingEvent, SelectionEvent
 from studio_align.data.split import assign_split
 from studio_align.errors import DataError
 from studio_align.reward_models.cache import CachedEncoder
@@ -38,6 +46,7 @@ from studio_align.reward_models.preference import (
     check_quality_gate,
     fit_preference,
     pairwise_accuracy,
+    rating_accuracy,
     save_preference_model,
 )
 
@@ -60,6 +69,7 @@ class FitSection(Strict):
     weight_decay: float = Field(1e-3, ge=0)
     batch_size: int = Field(512, ge=1)
     creator_l2: float = Field(1e-2, ge=0)
+    ratings_loss: Literal["logistic", "kto"] = "logistic"
 
 
 class GateConfig(Strict):
@@ -79,16 +89,42 @@ class RewardTrainConfig(Strict):
     head: HeadConfig = Field(default_factory=HeadConfig)
     train: FitSection = Field(default_factory=FitSection)
     gate: GateConfig = Field(default_factory=GateConfig)
+    ratings_weight: float = Field(1.0, ge=0, description="0 = ignore rating events")
 
 
 def read_selection_pairs(
     logs: list[str], *, seed: int, heldout_fraction: float, quarantine: str | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Selection pairs (dicts with chosen/rejected image paths, creator, session, split)."""
+    pairs, _, summary = read_preference_events(
+        logs, seed=seed, heldout_fraction=heldout_fraction, quarantine=quarantine
+    )
+    return pairs, summary
+
+
+def read_preference_events(
+    logs: list[str], *, seed: int, heldout_fraction: float, quarantine: str | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """(selection pairs, ratings, log summary); ratings are dicts with image, up, split."""
     reader = LogReader(logs, quarantine=quarantine)
     pairs: list[dict[str, Any]] = []
+    ratings: list[dict[str, Any]] = []
     for entry in reader:
         ev = entry.event
+        if isinstance(ev, RatingEvent):
+            session = ev.session or f"day:{ev.ts.astimezone(UTC).date().isoformat()}"
+            ratings.append(
+                {
+                    "image": entry.image_path(ev.image),
+                    "up": ev.label == "up",
+                    "creator": ev.creator,
+                    "session": session,
+                    "split": assign_split(
+                        ev.creator, session, seed=seed, heldout_fraction=heldout_fraction
+                    ),
+                }
+            )
+            continue
         if not isinstance(ev, SelectionEvent):
             continue
         split = assign_split(ev.creator, ev.session, seed=seed, heldout_fraction=heldout_fraction)
@@ -97,14 +133,22 @@ def read_selection_pairs(
                 pairs.append({**rec, "split": split, "log": f"{entry.path}:{entry.line}"})
     if reader.summary.invalid_count and quarantine is None:
         raise InvalidLogError(reader.summary)
-    return pairs, reader.summary.to_dict()
+    return pairs, ratings, reader.summary.to_dict()
 
 
 def _pair_data(
-    pairs: list[dict[str, Any]], index: dict[str, int], feats: np.ndarray, creators: list[str]
+    pairs: list[dict[str, Any]],
+    index: dict[str, int],
+    feats: np.ndarray,
+    creators: list[str],
+    ratings: list[dict[str, Any]] = (),  # type: ignore[assignment]
 ) -> PairData:
     table = {c: i for i, c in enumerate(creators)}
     return PairData(
+        rated=np.array([index[r["image"]] for r in ratings], np.int32),
+        rated_up=np.array([r["up"] for r in ratings], bool),
+        rated_creator=np.array([table.get(r["creator"], -1) for r in ratings], np.int32),
+        rated_creators=[r["creator"] for r in ratings],
         features=feats,
         chosen=np.array([index[p["chosen_image"]] for p in pairs], np.int32),
         rejected=np.array([index[p["rejected_image"]] for p in pairs], np.int32),
@@ -122,43 +166,65 @@ def train_reward(cfg: RewardTrainConfig, *, host: Any = None) -> dict[str, Any]:
     """
     t0 = time.perf_counter()
     out = Path(cfg.out)
-    pairs, summary = read_selection_pairs(
+    pairs, ratings, summary = read_preference_events(
         cfg.logs, seed=cfg.seed, heldout_fraction=cfg.heldout_fraction, quarantine=cfg.quarantine
     )
-    if not pairs:
-        raise DataError(f"{', '.join(cfg.logs)}: no selection events with two or more candidates")
+    if cfg.ratings_weight == 0:
+        ratings = []
+    if not pairs and not ratings:
+        raise DataError(
+            f"{', '.join(cfg.logs)}: no selection events with two or more candidates"
+            + (" and no rating events" if cfg.ratings_weight else "")
+        )
     encoder = make_encoder(cfg.encoder.name, cfg.encoder.options, host=host)
     cache_dir = cfg.encoder.cache_dir or str(out.parent / "embedding-cache")
     cached = CachedEncoder(encoder, cache_dir, max_side=cfg.encoder.max_side)
-    paths = sorted({p[k] for p in pairs for k in ("chosen_image", "rejected_image")})
+    paths = sorted(
+        {p[k] for p in pairs for k in ("chosen_image", "rejected_image")}
+        | {r["image"] for r in ratings}
+    )
     bad: dict[str, str] = {}
     if cfg.skip_bad_images:
         feats, bad = cached.encode_files_lenient(paths)
         pairs = [
             p for p in pairs if p["chosen_image"] not in bad and p["rejected_image"] not in bad
         ]
+        ratings = [r for r in ratings if r["image"] not in bad]
     else:
         feats = cached.encode_files(paths)
     t_embed = time.perf_counter() - t0
     index = {p: i for i, p in enumerate(paths)}
     train = [p for p in pairs if p["split"] == "train"]
     held = [p for p in pairs if p["split"] == "heldout"]
-    if not train:
+    r_train = [r for r in ratings if r["split"] == "train"]
+    r_held = [r for r in ratings if r["split"] == "heldout"]
+    if not train and not r_train:
         raise DataError(
             "no training pairs after the creator/session split; add logs or lower heldout_fraction"
         )
-    creators = sorted({p["creator"] for p in train}) if cfg.head.per_creator else []
-    model = PreferenceModel(
-        encoder.dim, hidden=cfg.head.hidden, creators=creators, rngs=nnx.Rngs(cfg.seed)
+    creators = (
+        sorted({p["creator"] for p in train} | {r["creator"] for r in r_train})
+        if cfg.head.per_creator
+        else []
     )
-    fit = FitConfig(**cfg.train.model_dump(), seed=cfg.seed)
-    losses = fit_preference(model, _pair_data(train, index, feats, creators), fit)
+    model = PreferenceModel(
+        encoder.dim,
+        hidden=cfg.head.hidden,
+        creators=creators,
+        ratings=bool(r_train),
+        rngs=nnx.Rngs(cfg.seed),
+    )
+    fit = FitConfig(**cfg.train.model_dump(), seed=cfg.seed, ratings_weight=cfg.ratings_weight)
+    losses = fit_preference(model, _pair_data(train, index, feats, creators, r_train), fit)
     train_acc = pairwise_accuracy(model, _pair_data(train, index, feats, creators))
     held_acc = pairwise_accuracy(model, _pair_data(held, index, feats, creators))
-    acc = held_acc["accuracy"]
+    held_ratings = rating_accuracy(model, _pair_data([], index, feats, creators, r_held))
+    # ratings-only logs: the gate reads held-out rating accuracy
+    acc = held_acc["accuracy"] if pairs else held_ratings["accuracy"]
     passed = bool(np.isfinite(acc) and acc >= cfg.gate.min_heldout_accuracy)
     report = {
         "pairs": {"train": len(train), "heldout": len(held)},
+        "ratings": {"train": len(r_train), "heldout": held_ratings},
         "images": len(paths),
         "bad_images": bad,
         "log_summary": {k: summary[k] for k in ("total_lines", "valid", "invalid", "by_type")},
