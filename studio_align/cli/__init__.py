@@ -47,6 +47,7 @@ COMMAND_MODULES: list[str] = [
     "autotune_cmd",
     "quickstart_cmd",
     "model_cmd",
+    "config_cmd",
 ]
 
 
