@@ -5,12 +5,24 @@ forbids unknown keys, so a typo is an error that names the key instead of a sile
 ignored setting. Overrides use dotted keys (`optim.learning_rate=3e-4`) and values are
 parsed as TOML scalars/arrays, falling back to a bare string. Errors name the dotted
 key, say when it came from `--set`, and suggest the closest known key for a typo.
+
+`describe_keys` and `commented_toml` describe a model for people (`train KIND --help`,
+`studio-align config show KIND`): defaults come from the model itself, descriptions from
+`Field(description=...)` or, as most fields here are documented, from the comment beside
+or above the field in the class source, so the listing cannot drift from the code.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
+import inspect
+import io
+import json
+import textwrap
+import tokenize
 import tomllib
+import types
 import typing
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -146,3 +158,219 @@ def _drop_none(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_drop_none(v) for v in obj]
     return obj
+
+
+# -- describing a config model: `train * --help` and `studio-align config show` ------------------
+
+
+class ConfigKey(typing.NamedTuple):
+    """One leaf key of a config model, as `describe_keys` lists it."""
+
+    key: str  # dotted: `optim.learning_rate`
+    default: Any  # plain TOML-able value; None when unset; meaningless when required
+    description: str  # Field(description=...), else the comment beside or above the field
+    type: str  # readable type with constraints: `float > 0`, `"cosine" | "linear"`
+    required: bool = False
+
+
+def _plain(v: Any) -> Any:
+    """A default as TOML would hold it (paths as strings, tuples as lists, models as tables)."""
+    if isinstance(v, BaseModel):
+        return _plain(v.model_dump(mode="json"))
+    if isinstance(v, Path):
+        return str(v)
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple | set | frozenset):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _comments(cls: type) -> dict[str, str]:
+    """Field name -> the comment beside its definition, else the comment lines right above it.
+
+    Read from the class source (`ast` for statement spans, `tokenize` for comments); a class
+    without source (built dynamically, or a zip without .py files) simply has none.
+    """
+    try:
+        src = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    comments: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+            if tok.type == tokenize.COMMENT:
+                comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    except (tokenize.TokenError, IndentationError):
+        return {}
+    lines = src.splitlines()
+    out: dict[str, str] = {}
+    body = ast.parse(src).body[0]
+    for node in getattr(body, "body", []):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        end = node.end_lineno or node.lineno
+        beside = [comments[n] for n in range(node.lineno, end + 1) if n in comments]
+        if beside:
+            out[node.target.id] = " ".join(beside)
+            continue
+        above: list[str] = []
+        n = node.lineno - 1
+        while n in comments and lines[n - 1].strip().startswith("#"):
+            above.insert(0, comments[n])
+            n -= 1
+        if above:
+            out[node.target.id] = " ".join(above)
+    return out
+
+
+def _constraints(field: Any) -> str:
+    signs = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<", "min_length": "length ≥"}
+    parts = []
+    for meta in field.metadata:
+        for attr, sign in signs.items():
+            value = getattr(meta, attr, None)
+            if value is not None:
+                parts.append(f"{sign} {value}")
+    return " " + ", ".join(parts) if parts else ""
+
+
+def _type_name(annotation: Any) -> str:
+    """`int`, `float`, `path`, `"a" | "b"`, `list of int`, `table`; `None` dropped from unions."""
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Literal:
+        return " | ".join(f'"{a}"' if isinstance(a, str) else str(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin in (list, tuple, set, frozenset) or annotation in (list, tuple):
+        inner = [a for a in args if a is not Ellipsis]
+        return "list" + (f" of {_type_name(inner[0])}" if inner else "")
+    if origin in (dict, Mapping) or annotation is dict:
+        return "table"
+    if annotation is Any:
+        return "any"
+    if isinstance(annotation, type):
+        if issubclass(annotation, Path):
+            return "path"
+        return {"str": "string", "bool": "true | false"}.get(
+            annotation.__name__, annotation.__name__
+        )
+    return str(annotation)
+
+
+def _section_doc(cls: type) -> str:
+    """The first sentence of a section's docstring, without its leading "`[x]`: "."""
+    doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    if doc.startswith("`[") and "`:" in doc[:40]:
+        doc = doc.split("`:", 1)[1].strip()
+    return doc
+
+
+def _walk(
+    model: type[BaseModel], instance: BaseModel | None, prefix: str
+) -> Iterable[tuple[str, Any, ConfigKey | None]]:
+    """Yield `(dotted, submodel class, None)` for sections and `(dotted, None, key)` for leaves."""
+    notes: dict[str, str] = {}
+    for cls in reversed(model.__mro__):  # inherited fields keep their own comments
+        if isinstance(cls, type) and issubclass(cls, BaseModel) and cls is not BaseModel:
+            notes.update(_comments(cls))
+    for name, field in model.model_fields.items():
+        dotted = f"{prefix}{name}"
+        required = field.is_required()
+        if instance is not None:
+            value = getattr(instance, name)
+        elif required:
+            value = None
+        else:
+            value = field.get_default(call_default_factory=True)
+        sub = _submodel(field.annotation)
+        if sub is not None and (value is not None or required):
+            yield dotted, sub, None
+            yield from _walk(sub, value if isinstance(value, BaseModel) else None, dotted + ".")
+            continue
+        description = field.description or notes.get(name, "")
+        type_name = _type_name(field.annotation) + _constraints(field)
+        yield dotted, None, ConfigKey(dotted, _plain(value), description, type_name, required)
+
+
+def describe_keys(model: type[BaseModel]) -> list[ConfigKey]:
+    """Every leaf key of `model` with its default, description and type, in field order.
+
+    Defaults are the run config's own (a trainer that overrides a section's default, as
+    `train grpo` does for `optim.learning_rate`, shows its value, not the section's).
+    """
+    return [key for _, _, key in _walk(model, None, "") if key is not None]
+
+
+def _toml_key(k: str) -> str:
+    return k if k and all(c.isalnum() or c in "_-" for c in k) else json_quote(k)
+
+
+def json_quote(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def toml_value(v: Any) -> str:
+    """One TOML value (inline tables for mappings), e.g. `{ intent_accuracy = 1.0 }`."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, Mapping):
+        if not v:
+            return "{}"
+        return "{ " + ", ".join(f"{_toml_key(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json_quote(v)
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return repr(v)
+
+
+def _key_line(k: ConfigKey, name: str) -> str:
+    """`name = value  # description (type)`; unset and required keys commented out."""
+    note = k.description.rstrip(".")
+    kind = f"{k.type}; required" if k.required else k.type
+    comment = f"{note} ({kind})" if note else kind
+    if k.required:
+        return f"# {name} = ...  # {comment}"
+    if k.default is None:
+        return f"# {name} = ...  # {comment}; unset by default"
+    return f"{name} = {toml_value(k.default)}  # {comment}"
+
+
+def commented_toml(model: type[BaseModel], *, title: str | None = None) -> str:
+    """A TOML file of `model`'s defaults, every key commented with what it means and its type.
+
+    It parses (`tomllib`) and, with any required keys filled in, validates to the model's
+    defaults: a starting point to copy and edit. Unset keys (default None) and required
+    ones are written as comments.
+    """
+    head = [f"# {title or model.__name__}: default configuration"]
+    doc = _section_doc(model)
+    if doc:
+        head.append(f"# {doc}")
+    head.append("# A key written `# key = ...` is unset (or required); uncomment it to set it.")
+    top: list[str] = []
+    sections: list[list[str]] = []
+    current = top
+    for dotted, sub, key in _walk(model, None, ""):
+        if sub is not None:
+            block = ["", f"[{dotted}]"]
+            doc = _section_doc(sub)
+            if doc:
+                block.append(f"# {doc}")
+            sections.append(block)
+            current = block
+            continue
+        assert key is not None
+        parent = dotted.rsplit(".", 1)[0] if "." in dotted else ""
+        target = top if not parent else current
+        target.append(_key_line(key, dotted.rsplit(".", 1)[-1]))
+    body = [*head, "", *top]
+    for block in sections:
+        body.extend(block)
+    return "\n".join(body).rstrip() + "\n"

@@ -24,8 +24,8 @@ from studio_align.data.schemas import (
     SelectionPair,
 )
 from studio_align.data.split import assign_split, group_score
-from studio_align.testing.synth import image_pool, synthetic_lines
 from studio_align.errors import DataError
+from studio_align.testing.synth import image_pool, synthetic_lines
 
 
 @pytest.fixture

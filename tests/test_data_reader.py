@@ -12,8 +12,8 @@ from data_events import line, rating, retouch, route, selection
 from studio_align.catalog import Catalog, Engine, default_catalog
 from studio_align.data.reader import LogReader, Reason, validate_logs
 from studio_align.data.schemas import RouteEvent, SelectionEvent
-from studio_align.testing.synth import image_pool, make_event
 from studio_align.errors import DataError
+from studio_align.testing.synth import image_pool, make_event
 
 
 @pytest.fixture

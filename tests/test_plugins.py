@@ -15,13 +15,6 @@ from studio_align.hookspecs import EncoderSpec, hookimpl
 from studio_align.plugins import PluginHost, Reward, get_host, set_host, using_host
 
 
-@pytest.fixture
-def host() -> PluginHost:
-    h = PluginHost()
-    h.load_builtins()
-    return h
-
-
 def write_plugin(tmp_path, name: str, body: str):
     path = tmp_path / f"{name}.py"
     path.write_text(textwrap.dedent(body), encoding="utf-8")

@@ -18,9 +18,13 @@ def test_ssim_matches_scikit_image(noise: float) -> None:
     ours = ssim_batch(a, b, window=7)
     ref = [
         metrics.structural_similarity(
-            a[i], b[i], win_size=7, data_range=1.0, gaussian_weights=False,
+            a[i],
+            b[i],
+            win_size=7,
+            data_range=1.0,
+            gaussian_weights=False,
             use_sample_covariance=False,
-        )  # fmt: skip
+        )
         for i in range(2)
     ]
     np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-7)

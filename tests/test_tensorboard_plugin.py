@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("tensorboardX", reason="the tensorboard extra is not installed")
 
-from tensorboardX.proto.event_pb2 import Event  # noqa: E402
+from tensorboardX.proto.event_pb2 import Event
 
-from studio_align.plugins import PluginHost, using_host  # noqa: E402
-from studio_align.plugins import tensorboard as tb  # noqa: E402
-from studio_align.training.metrics import MetricsLogger  # noqa: E402
+from studio_align.plugins import PluginHost, using_host
+from studio_align.plugins import tensorboard as tb
+from studio_align.training.metrics import MetricsLogger
 
 
 def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:

@@ -6,25 +6,20 @@ subprocess of `_training_worker.py` (a tiny MLP trained with `train_loop`).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cpu8_env
 
 WORKER = Path(__file__).with_name("_training_worker.py")
 KILL_PLUGIN = Path(__file__).with_name("plugins") / "kill_at_step.py"
 
 
 def _run(run_dir: Path, out: Path, *sets: str, devices: int = 1, env: dict | None = None) -> int:
-    e = dict(os.environ)
-    e.pop("KILL_AT_STEP", None)
-    e.pop("STUDIO_ALIGN_PLUGINS", None)
-    e["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    e["JAX_PLATFORMS"] = "cpu"
-    e.update(env or {})
+    e = cpu8_env(devices, **(env or {}))
     args = [sys.executable, str(WORKER), str(run_dir), str(out)]
     for s in sets:
         args += [s] if s.startswith("--") else ["--set", s]

@@ -143,9 +143,9 @@ def test_nll_alpha_adds_chosen_per_token_nll() -> None:
 def test_evaluations_reuse_one_compile() -> None:
     from studio_align.models.config import ModelConfig
     from studio_align.models.transformer import Transformer
+    from studio_align.testing.toy import VOCAB, preference_pairs
     from studio_align.training import dpo
     from studio_align.training.preference_data import pack_pairs
-    from studio_align.testing.toy import VOCAB, preference_pairs
 
     pairs = pack_pairs(*preference_pairs(32, seed=0), pad_id=0)
     before = dpo._score_pairs._cache_size()

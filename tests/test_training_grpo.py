@@ -267,28 +267,16 @@ def _table_history(mesh: dict | None = None, steps: int = 3) -> list[list[float]
     return [[h["loss"], h["reward/total/mean"], h["kl"]] for h in t.train().history]
 
 
-def test_grpo_on_8_devices_matches_1_device() -> None:
+def test_grpo_on_8_devices_matches_1_device(run_python_on_8_devices) -> None:
     """Same run on a (data 4, fsdp 2) mesh of 8 forced CPU devices: same losses."""
     import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
     one = _table_history()
-    env = {
-        **os.environ,
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-        "JAX_PLATFORMS": "cpu",
-    }
     code = (
-        "import sys, json; sys.path.insert(0, 'tests'); import test_training_grpo as t; "
+        "import json, test_training_grpo as t; "
         "print('RESULT', json.dumps(t._table_history({'data': 4, 'fsdp': 2, 'min_shard_size': 0})))"
     )
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
+    out = run_python_on_8_devices(code)
     assert out.returncode == 0, out.stderr[-2000:]
     eight = json.loads(out.stdout.split("RESULT", 1)[1])
     np.testing.assert_allclose(np.array(eight), np.array(one), rtol=1e-4, atol=1e-5)

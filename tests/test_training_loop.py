@@ -219,13 +219,13 @@ def test_metrics_reach_plugins_and_progress_bar(tmp_path: Path) -> None:
     assert [r["loss"] for r in recs] == pytest.approx([loss for *_, loss in seen])
 
     out = io.StringIO()
-    bar = Progress(10, name="sft", enabled=True, stream=out)
+    bar = Progress(10, stage="sft", enabled=True, stream=out)
     bar.update(5, {"loss": 1.5})
     bar.update(10)
     bar.close()
     text = out.getvalue()
     assert "sft" in text and "10/10" in text and "step/s" in text and "loss=1.5" in text
-    assert Progress(10, stream=io.StringIO()).enabled is False  # not a TTY: silent
+    assert Progress(10, stream=io.StringIO(), enabled=False).status()  # silent, still counts
 
 
 def test_epochs_and_step_indexed_batches() -> None:

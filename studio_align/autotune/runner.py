@@ -9,6 +9,13 @@ Design choices:
 - Each command runs in its own session (process group) so a timeout kills the whole
   tree; on Linux the child also gets SIGKILL if the loop itself dies (PR_SET_PDEATHSIG),
   so a killed loop leaves no orphan trainer writing into a directory it will reuse.
+- No Python code runs between fork and exec (no `preexec_fn`): the loop process is
+  multithreaded once JAX is imported, and a `preexec_fn` makes subprocess fork through
+  Python's at-fork hooks, which JAX answers with a deadlock warning (and which can in
+  fact deadlock). Instead the command starts through a small launcher interpreter
+  (`_LAUNCHER`) that sets PR_SET_PDEATHSIG on itself and then execs the command; the
+  setting survives `execve`, and the launcher checks that its parent is still the loop
+  after setting it, closing the race where the loop dies first.
 - The metric is read from the evaluate command's JSON on stdout by key (dotted for
   nested objects). Outcomes: `ok`, `crash` (non-zero exit, unreadable output, missing
   metric), `timeout`, `nan` (non-finite metric).
@@ -171,11 +178,29 @@ def _argv(template: str, values: Mapping[str, str], sets: list[str]) -> list[str
     return argv
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    with contextlib.suppress(Exception):
-        import ctypes
+# Runs as `python -I -S -c _LAUNCHER PARENT_PID ARGV...` in a fresh interpreter (standard
+# library only): die with the loop (PR_SET_PDEATHSIG = 1), then become the command.
+_LAUNCHER = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+except OSError:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(137)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as e:
+    sys.stderr.write(f"cannot start {sys.argv[2]}: {e}\\n")
+    sys.exit(127)
+"""
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+def _launch_argv(argv: list[str]) -> list[str]:
+    """argv wrapped so the command dies with this process (Linux); unchanged elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), *argv]
 
 
 def _call(
@@ -194,14 +219,13 @@ def _call(
         err.flush()
         try:
             proc = subprocess.Popen(
-                argv,
+                _launch_argv(argv),
                 cwd=cwd,
                 env=dict(env),
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         except OSError as e:
             return 127, f"cannot start {argv[0]}: {e}"

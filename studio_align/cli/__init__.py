@@ -49,6 +49,7 @@ COMMAND_MODULES: list[str] = [
     "model_cmd",
     "flow_cmd",
     "grading_cmd",
+    "config_cmd",
 ]
 
 

@@ -46,8 +46,9 @@ from studio_align.training.accumulate import LossFn, accumulated_grads
 from studio_align.training.batches import BatchSource, HostBatch, as_source
 from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.distributed import DistributedConfig, is_main_process, maybe_initialize
-from studio_align.training.metrics import MetricsLogger, Progress
+from studio_align.training.metrics import MetricsLogger
 from studio_align.training.optim import OptimConfig
+from studio_align.training.progress import Progress
 from studio_align.training.state import TrainState, open_checkpoints
 
 EvalFn = Callable[[nnx.Module], Mapping[str, float]]
@@ -63,7 +64,7 @@ class TrainConfig(Strict):
     seed: int = 0
     log_every: int = Field(10, ge=1)
     eval_every: int = Field(0, ge=0)  # 0: evaluate at the end only (when there is an eval)
-    progress: bool = True  # progress bar on stderr (only shown on a TTY)
+    progress: bool = True  # stderr: a bar on a TTY, else a heartbeat line every 20 s
     metrics_hook: bool = True  # fire `studio_align_on_metrics` through the plugin host
 
     @model_validator(mode="after")
@@ -189,9 +190,7 @@ def train_loop(
 
     jstep = state.jit_update(step_fn)
     params, rest, opt_state = state.params, state.rest, state.opt_state
-    progress = Progress(
-        steps, start=start, name=name, enabled=None if tc.progress and main else False
-    )
+    progress = Progress(steps, start=start, stage=name, enabled=tc.progress and main)
     window: list[Any] = []
     last: dict[str, float] = {}
     last_eval: dict[str, float] = {}
@@ -202,14 +201,21 @@ def train_loop(
         nonlocal last_eval
         if eval_fn is None:
             return
-        em = {f"eval/{k}": float(v) for k, v in eval_fn(nnx.merge(graphdef, params, rest)).items()}
+        with progress.waiting("evaluating"):
+            em = {
+                f"eval/{k}": float(v) for k, v in eval_fn(nnx.merge(graphdef, params, rest)).items()
+            }
         last_eval = {k[5:]: v for k, v in em.items()}
         if logger is not None:
             history.append(logger.log(step, em))
 
     for step in range(start, steps):
         batch = _place_batch(source(step), tc.grad_accum, tc.batch_size, mesh)
-        params, rest, opt_state, metrics = jstep(params, rest, opt_state, batch)
+        if step == start:  # the first call compiles, which can outlast a heartbeat interval
+            with progress.waiting("compiling the train step"):
+                params, rest, opt_state, metrics = jstep(params, rest, opt_state, batch)
+        else:
+            params, rest, opt_state, metrics = jstep(params, rest, opt_state, batch)
         window.append(metrics)
         s = step + 1
         if s % tc.log_every == 0 or s == steps:

@@ -1,4 +1,4 @@
-"""Run metrics: a JSONL file per run, the plugin metrics hook, and a progress bar.
+"""Run metrics: a JSONL file per run and the plugin metrics hook.
 
 Design choices:
 - `RUN_DIR/metrics.jsonl` gets one JSON object per logged step (`{"run", "step",
@@ -7,19 +7,22 @@ Design choices:
   as if the run had never stopped.
 - The same dict goes to `studio_align_on_metrics` through the plugin host. The host is
   looked up lazily and optionally: training works without the plugin system.
-- The progress bar is plain stderr (`\\r` rewrites), shown only on a TTY, with rate
-  and ETA; no tqdm dependency.
+- Progress (a tqdm bar on a TTY, heartbeat lines elsewhere) lives in `progress.py`;
+  `Progress` is re-exported here for existing imports.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from studio_align.training.progress import Progress
+
+__all__ = ["MetricsLogger", "Progress", "read_metrics"]
 
 from studio_align.plugins import get_host
 
@@ -76,57 +79,3 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-
-
-def _fmt_time(s: float) -> str:
-    s = int(max(0, s))
-    return (
-        f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
-        if s >= 3600
-        else f"{s // 60:02d}:{s % 60:02d}"
-    )
-
-
-class Progress:
-    """`name  37%|████      | 370/1000 [00:12<00:20, 30.1 step/s] loss=1.234`."""
-
-    def __init__(
-        self,
-        total: int,
-        *,
-        start: int = 0,
-        name: str = "train",
-        enabled: bool | None = None,
-        stream: TextIO | None = None,
-    ):
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.total, self.start, self.name = total, start, name
-        self.t0 = time.perf_counter()
-        self._last = 0.0
-        self.postfix = ""
-
-    def update(self, step: int, postfix: Mapping[str, float] | None = None) -> None:
-        if postfix:
-            self.postfix = " ".join(f"{k}={v:.4g}" for k, v in postfix.items())
-        now = time.perf_counter()
-        if not self.enabled or (now - self._last < 0.1 and step < self.total):
-            return
-        self._last = now
-        done = step - self.start
-        elapsed = now - self.t0
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - step) / rate if rate > 0 else float("nan")
-        frac = step / max(1, self.total)
-        bar = "█" * int(frac * 20)
-        eta_s = _fmt_time(eta) if math.isfinite(eta) else "?"
-        self.stream.write(
-            f"\r{self.name} {frac:4.0%}|{bar:<20}| {step}/{self.total} "
-            f"[{_fmt_time(elapsed)}<{eta_s}, {rate:.2f} step/s] {self.postfix}\033[K"
-        )
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()

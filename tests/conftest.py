@@ -1,0 +1,158 @@
+"""Shared test fixtures: a fresh plugin host, the 8-CPU-device environment, tiny configs.
+
+Design choices:
+- `host` is a fresh `PluginHost` with only studio-align's own plugins (no installed
+  third-party entry points, no `STUDIO_ALIGN_PLUGINS` from the caller's shell), made the
+  process default for the test and restored afterwards, so a test that registers a
+  fake plugin never leaks it into the next one. `empty_host` has no plugins at all.
+- XLA's host device count must be set before JAX is imported, and the test process has
+  long imported it; so the 8-device setup is an environment for subprocesses
+  (`cpu8_env`) plus `run_python_on_8_devices`, never a flag flipped in this process.
+- `tiny_model_config` is the engine's smallest preset (`ModelConfig.tiny`): one place to
+  change if the tests' model ever needs to change.
+- A test (fixtures included) that runs longer than `HEARTBEAT_S` gets a heartbeat line on
+  the terminal (`[pytest] tests/x.py::test_y: still running, 0:40 elapsed`), so a long
+  fixture is never three silent minutes. It writes to a duplicate of the terminal's
+  descriptor taken at session start, which output capture does not swallow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from studio_align.plugins import PluginHost, using_host
+from studio_align.training.progress import heartbeat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- plugin host -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def host() -> Iterator[PluginHost]:
+    """A fresh host with studio-align's built-in plugins, the process default for the test."""
+    h = PluginHost.default(entry_points=False, env={})
+    with using_host(h):
+        yield h
+
+
+@pytest.fixture
+def empty_host() -> Iterator[PluginHost]:
+    """A fresh host with no plugins at all (register fakes on it)."""
+    h = PluginHost()
+    with using_host(h):
+        yield h
+
+
+# -- 8 CPU devices ---------------------------------------------------------------------------------
+
+
+def cpu8_env(devices: int = 8, **extra: str) -> dict[str, str]:
+    """The environment of a subprocess that sees `devices` forced CPU devices."""
+    env = dict(os.environ)
+    env.pop("KILL_AT_STEP", None)
+    env.pop("STUDIO_ALIGN_PLUGINS", None)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")) if p
+    )
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def run_python_on_8_devices() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`run(code, timeout=300)`: run Python source in a subprocess with 8 CPU devices."""
+
+    def run(code: str, *, timeout: float = 300, devices: int = 8) -> Any:
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=cpu8_env(devices),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    return run
+
+
+# -- tiny configs ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_model_config() -> Callable[..., Any]:
+    """`make(vocab_size, **overrides)`: the engine's tiny preset (d_model 32, 2 layers)."""
+    from studio_align.models.config import ModelConfig
+
+    return ModelConfig.tiny
+
+
+@pytest.fixture
+def tiny_train_config() -> Callable[..., Any]:
+    """`make(run_dir, **train)`: a `TrainRunConfig` for a few quiet CPU steps."""
+    from studio_align.training.loop import TrainRunConfig
+
+    def make(run_dir: Path, **train: Any) -> Any:
+        section = {"steps": 4, "batch_size": 8, "progress": False, "metrics_hook": False}
+        return TrainRunConfig.model_validate(
+            {"run_dir": str(run_dir), "train": {**section, **train}}
+        )
+
+    return make
+
+
+# -- heartbeat for long tests ----------------------------------------------------------------------
+
+
+class _TerminalStream:
+    """A text stream onto the real terminal (a duplicate of stdout's descriptor taken while
+    pytest's capture is suspended), so heartbeats written during a test are not captured."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            os.write(self.fd, ("\n" + text.rstrip("\n")).encode())
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+_TERMINAL_FD = pytest.StashKey[int]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # no real stdout (e.g. a worker process): no beats
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        session.config.stash[_TERMINAL_FD] = os.dup(sys.stdout.fileno())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    fd = session.config.stash.get(_TERMINAL_FD, None)
+    if fd is not None:
+        os.close(fd)
+        del session.config.stash[_TERMINAL_FD]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    fd = item.config.stash.get(_TERMINAL_FD, None)
+    stream = _TerminalStream(fd) if fd is not None else None
+    with heartbeat("pytest", item.nodeid, stream=stream, enabled=stream is not None):  # type: ignore[arg-type]
+        yield
