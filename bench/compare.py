@@ -100,14 +100,26 @@ def even_fraction(texts: list[str]) -> list[float]:
 
 
 def info(dims: dict) -> dict[str, Any]:
+    """Versions, the studio-align source that ran (it may be another tree: bench/ab.py)."""
+    import os
+
     import flax
     import jax
 
+    import studio_align
+
+    source = Path(studio_align.__file__).resolve().parents[1]
     commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ["git", "-C", str(source), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
-    return {"commit": commit or None, "jax": jax.__version__, "flax": flax.__version__,
-            "devices": jax.device_count(), "load_1m": round(__import__("os").getloadavg()[0], 2)}  # fmt: skip
+    return {
+        "source": str(source),
+        "commit": commit or None,
+        "jax": jax.__version__,
+        "flax": flax.__version__,
+        "devices": jax.device_count(),
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
 
 
 def report(algo: str, step_s: float, per_step: int, unit: str, **extra: Any) -> None:
@@ -167,12 +179,14 @@ def run_dpo(dims: dict, variant: str) -> None:
     extra: dict[str, Any] = {}
     if variant == "cached":
         t0 = time.perf_counter()
-        ref_lp, _ = reference_logps(ref, arrays, batch_size=b, cache_dir=tmp / "ref_cache")
+        ref_lp, _ = reference_logps(
+            ref, arrays, batch_size=dcfg.ref_batch_size, cache_dir=tmp / "ref_cache"
+        )
         extra["precompute_s"] = time.perf_counter() - t0
         batches = ArrayBatches({**arrays, **ref_lp}, b, shuffle=False)
         res = train_loop(policy, run.optim, make_dpo_loss(dcfg), batches, run, name="dpo")
         t0 = time.perf_counter()
-        reference_logps(ref, arrays, batch_size=b, cache_dir=None)
+        reference_logps(ref, arrays, batch_size=dcfg.ref_batch_size, cache_dir=None)
         extra["precompute_warm_s"] = time.perf_counter() - t0
     else:
         dpo = make_dpo_loss(dcfg)
@@ -235,7 +249,7 @@ def run_grpo(dims: dict, overlapped: bool) -> None:
                         weight_decay=0.0, clip_grad_norm=1.0)  # fmt: skip
     trainer = GRPOTrainer(policy, model(dims), prompts, plugin_reward_fn([even_fraction]),
                           GRPOConfig(**options), optim, ref_model=model(dims))  # fmt: skip
-    clock, rollout, ref = Clock(warm), [], []
+    clock, rollout, ref = Clock(warm), list[float](), list[float]()
 
     def timed(obj: Any, name: str, sink: list, sync: Any = None, then: Any = None) -> None:
         fn = getattr(obj, name)
