@@ -105,3 +105,37 @@ def test_async_rollout_on_8_devices_learns_like_sync() -> None:
     print(f"final reward: sync {end_sync:.3f}, async {end_async:.3f}")
     assert end_async > np.mean(asyn[:2]) + 0.3  # it learns
     assert end_async >= end_sync - 0.05  # and not worse than on-policy rollouts
+
+
+def test_async_rollout_checkpoints_and_resumes(tmp_path) -> None:
+    """A checkpoint taken while the next rollout is in flight holds the sampling state
+    from before that rollout was requested: the resumed run redraws it and carries on."""
+    import shutil
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_training_grpo import TARGET, Table, TablePolicy
+
+    from studio_align.training.checkpoint import CheckpointConfig
+
+    def trainer(steps: int, run_dir: Path) -> GRPOTrainer:
+        cfg = GRPOConfig(steps=steps, prompts_per_step=2, group_size=4, seed=3, async_rollout=True)
+        return GRPOTrainer(
+            TablePolicy(4), Table(4, 8, rngs=nnx.Rngs(0)), [0, 1, 2, 3, 4],
+            plugin_reward_fn([toy.pattern_reward(TARGET)]), cfg,
+            OptimConfig(learning_rate=0.3, decay="constant"), run_dir=run_dir,
+            checkpoint=CheckpointConfig(every=1, keep=5, async_save=False),
+        )  # fmt: skip
+
+    two = trainer(2, tmp_path / "two")  # stops after step 2: nothing sampled ahead
+    two.train()
+    four = trainer(4, tmp_path / "four")  # step 2 is saved while rollout 3 is in flight
+    four.train()
+    shutil.rmtree(tmp_path / "four" / "checkpoints" / "3")
+    shutil.rmtree(tmp_path / "four" / "checkpoints" / "4")
+    resumed = trainer(4, tmp_path / "four")
+    assert resumed.step_count == 2
+    assert resumed._record()["rng"] == two._record()["rng"]
+    assert resumed._record()["queue"] == two._record()["queue"]
+    rest = resumed.train().history
+    assert [h["step"] for h in rest] == [3, 4]
+    assert rest[0]["rollout/staleness"] == 0.0  # the first rollout after a resume is on-policy

@@ -12,15 +12,14 @@ Design choices:
   prompt is prefilled once and its cache repeated G times (rows `i*G .. i*G+G-1` belong
   to prompt i), so a GRPO rollout prefills `prompts` rows, not `prompts * G`.
 - Shapes are bucketed: batch to a power of two, prompt length to a multiple of a quarter
-  of its next power of two (at least 16: 48 stays 48, 130 becomes 192; at most four
-  buckets per octave, so a server warms up a handful, and no prompt pays for more than
-  a third of padding beyond 16), `max_new_tokens` to a power of two (the real limit is a
-  traced value).
-  Sampling settings are traced values too; only the *mode* (greedy or not, top-k on or
-  off, top-p on or off) is static. So calls with the same buckets and mode never
-  recompile — `Sampler.compile_count` counts traces. The jitted function is module
-  level with the model's graphdef as a static argument, so a new `Sampler` over the same
-  architecture reuses compiled code too.
+  of its next power of two (at least 16: 48 stays 48, 130 becomes 192), so there are at
+  most four buckets per octave (a server warms up a handful) and under a third of a
+  bucket is padding; `max_new_tokens` to a power of two (the real limit is a traced
+  value). Sampling settings are traced values too; only the *mode* (greedy or not, top-k
+  on or off, top-p on or off, constrained or not) is static. So calls with the same
+  buckets and mode never recompile — `Sampler.compile_count` counts traces. The jitted
+  function is module level with the model's graphdef as a static argument, so a new
+  `Sampler` over the same architecture reuses compiled code too.
 - Prompts are padded on the right by default (`pad_side="left"` also works); each row
   keeps its own length and positions, so rows never see each other's padding.
 - A row ends when it emits an end id (included in the output and in `lengths`), or when
@@ -178,7 +177,7 @@ class Sampler:
         init = fsm.init_states(n * group_size, b * group_size)
         if rng is None:
             rng = jax.random.key(0 if seed is None else seed)
-        mode = (temperature == 0.0, top_k > 0, top_p < 1.0)
+        mode = (temperature == 0.0, top_k > 0, top_p < 1.0, constraint is not None)
         graphdef, state = self._split or nnx.split(self.model)
         out_tok, out_lp, out_len = _generate(
             graphdef,
@@ -285,11 +284,11 @@ def _generate(
     eos_ids: tuple[int, ...],
     pad_id: int,
     left_padded: bool,
-    mode: tuple[bool, bool, bool],
+    mode: tuple[bool, bool, bool, bool],
 ):
     global _trace_count
     _trace_count += 1
-    greedy, use_k, use_p = mode
+    greedy, use_k, use_p, constrained = mode
     model = nnx.merge(graphdef, state)
     bp, p = tokens.shape
     b = bp * group_size
@@ -314,17 +313,25 @@ def _generate(
     eos = jnp.asarray(eos_ids, jnp.int32)
 
     def pick(logits, fsm, key):
-        ok = allowed[fsm]
-        any_ok = jnp.any(ok, axis=-1)
-        masked = jnp.where(ok, logits, -jnp.inf)
-        logp_all = jax.nn.log_softmax(jnp.where(any_ok[:, None], masked, 0.0), axis=-1)
+        if constrained:
+            ok = allowed[fsm]
+            any_ok = jnp.any(ok, axis=-1)
+            masked = jnp.where(ok, logits, -jnp.inf)
+            base = jnp.where(any_ok[:, None], masked, 0.0)
+        else:  # no [B, V] mask to gather and apply
+            masked = base = logits
         if greedy:
             tok = jnp.argmax(masked, axis=-1)
         else:
             scaled = filter_logits(masked / temperature, top_k, top_p, use_k=use_k, use_p=use_p)
             tok = sample_categorical(key, scaled)
-        tok = jnp.where(any_ok, tok, eos[0]).astype(jnp.int32)
-        logp = jnp.where(any_ok, jnp.take_along_axis(logp_all, tok[:, None], -1)[:, 0], 0.0)
+        tok = tok.astype(jnp.int32)
+        # log-prob of the drawn token: logit - logsumexp, no [B, V] log-softmax array
+        lse = jax.nn.logsumexp(base, axis=-1)
+        logp = jnp.take_along_axis(base, tok[:, None], -1)[:, 0] - lse
+        if constrained:
+            tok = jnp.where(any_ok, tok, eos[0]).astype(jnp.int32)
+            logp = jnp.where(any_ok, logp, 0.0)
         return tok, logp
 
     def emit(i, done, logits, fsm, out_tok, out_lp, out_len):

@@ -432,8 +432,11 @@ class GRPOTrainer:
         for _ in range(cfg.mu):
             perm = self._mb_rng.permutation(n)  # fresh minibatches each pass
             for k in range(cfg.minibatches):
-                rows = jnp.asarray(perm[k * size : (k + 1) * size])
-                mb = jax.tree.map(lambda x, rows=rows: self._place(x[rows]), exp.arrays)
+                if cfg.minibatches == 1:  # the whole rollout: order is immaterial, no gather
+                    mb = jax.tree.map(self._place, exp.arrays)
+                else:
+                    rows = jnp.asarray(perm[k * size : (k + 1) * size])
+                    mb = jax.tree.map(lambda x, rows=rows: self._place(x[rows]), exp.arrays)
                 self.params, self.rest, self.opt_state, m = self._update(
                     self.params, self.rest, self.opt_state, mb
                 )
