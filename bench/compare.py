@@ -60,10 +60,13 @@ class Clock:
         n = max(self.stamps)
         return (self.stamps[n] - self.stamps[self.warmup]) / (n - self.warmup)
 
-    def spread(self) -> list[float]:
+    def intervals(self) -> list[float]:
         t = [self.stamps[k] for k in sorted(self.stamps) if k >= self.warmup]
-        d = [b - a for a, b in itertools.pairwise(t)]
-        return [round(min(d), 3), round(max(d), 3)]
+        return [round(b - a, 3) for a, b in itertools.pairwise(t)]
+
+    def spread(self) -> list[float]:
+        d = self.intervals()
+        return [min(d), max(d)]
 
 
 def model(dims: dict) -> Any:
@@ -215,7 +218,7 @@ def run_dpo(dims: dict, variant: str) -> None:
                 epochs * n / (extra["precompute_s"] + train_s)
             )
     report("dpo", step_s, b, "pairs_per_s", variant=variant, steps_timed=max(clock.stamps) - clock.warmup,
-           spread_s=clock.spread(), compiles=res.compiles, final_loss=res.metrics["loss"],
+           spread_s=clock.spread(), intervals_s=clock.intervals(), compiles=res.compiles, final_loss=res.metrics["loss"],
            **extra, **info(dims))  # fmt: skip
 
 
@@ -288,7 +291,7 @@ def run_grpo(dims: dict, overlapped: bool) -> None:
            variant="async" if overlapped else "sync",
            mean_gen_len=float(np.mean([h["completion_length"] for h in hist])),
            final_reward=float(np.mean([h["reward/total/mean"] for h in hist[-5:]])),
-           steps_timed=max(clock.stamps) - warm, spread_s=clock.spread(), compiles=result.compiles,
+           steps_timed=max(clock.stamps) - warm, spread_s=clock.spread(), intervals_s=clock.intervals(), compiles=result.compiles,
            sampler_traces=policy._sampler.compile_count, prefill_bucket=bucket_prompt(p_len),
            **extra, **info(dims))  # fmt: skip
 

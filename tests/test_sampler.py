@@ -222,5 +222,8 @@ def test_group_size_shares_the_prefill(model, constrained):
     assert shared.tokens.tolist() == plain.tokens.tolist()
     assert shared.lengths.tolist() == plain.lengths.tolist()
     np.testing.assert_allclose(shared.logps, plain.logps, atol=1e-5)
-    drawn = sampler.sample([PROMPTS[0]], max_new_tokens=7, temperature=1.0, seed=4, group_size=8)
+    # sampled: the same draws as the repeated prompts (same key, same rows), not all alike
+    drawn = sampler.sample([PROMPTS[1]], max_new_tokens=7, temperature=4.0, seed=4, group_size=8)
+    again = sampler.sample([PROMPTS[1]] * 8, max_new_tokens=7, temperature=4.0, seed=4)
+    assert drawn.tokens.tolist() == again.tokens.tolist()
     assert len({tuple(t) for t in drawn.tokens.tolist()}) > 1
