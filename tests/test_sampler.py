@@ -8,7 +8,7 @@ import pytest
 from flax import nnx
 
 from studio_align.generation.constraint import FSMConstraint
-from studio_align.generation.sampler import Sampler, filter_logits
+from studio_align.generation.sampler import Sampler, bucket_prompt, filter_logits
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 
@@ -192,3 +192,38 @@ def test_bad_inputs(model):
                 np.ones((1, V), bool), np.zeros((1, V), np.int32), np.array([0, 0, 0])
             ),
         )
+
+
+def test_prompt_buckets_are_multiples_not_powers():
+    # 48-token prompts are not padded to 64; at most four buckets per octave
+    assert [bucket_prompt(n) for n in (1, 3, 16, 17, 48, 49, 64, 65, 130, 300)] == [
+        16, 16, 16, 32, 48, 64, 64, 96, 192, 384,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_group_size_shares_the_prefill(model, constrained):
+    """G samples per prompt from one prefill == the prompt repeated G times (greedy: same
+    tokens and log-probs; rows prompt-major), and each group row draws its own sample."""
+    g = 3
+    fsm = None
+    if constrained:
+        allowed = np.zeros((1, V), bool)
+        allowed[0, 10:20] = True
+        allowed[0, EOS] = True
+        fsm = FSMConstraint(allowed=allowed, next_state=np.zeros((1, V), np.int32))
+    sampler = Sampler(model, eos_id=EOS, pad_id=PAD)
+    shared = sampler.sample(
+        PROMPTS, max_new_tokens=7, temperature=0.0, group_size=g, constraint=fsm
+    )
+    rows = [p for p in PROMPTS for _ in range(g)]
+    plain = sampler.sample(rows, max_new_tokens=7, temperature=0.0, constraint=fsm)
+    assert shared.tokens.shape == (len(rows), 7)
+    assert shared.tokens.tolist() == plain.tokens.tolist()
+    assert shared.lengths.tolist() == plain.lengths.tolist()
+    np.testing.assert_allclose(shared.logps, plain.logps, atol=1e-5)
+    # sampled: the same draws as the repeated prompts (same key, same rows), not all alike
+    drawn = sampler.sample([PROMPTS[1]], max_new_tokens=7, temperature=4.0, seed=4, group_size=8)
+    again = sampler.sample([PROMPTS[1]] * 8, max_new_tokens=7, temperature=4.0, seed=4)
+    assert drawn.tokens.tolist() == again.tokens.tolist()
+    assert len({tuple(t) for t in drawn.tokens.tolist()}) > 1

@@ -1,19 +1,25 @@
-"""Batched autoregressive sampling over a static, donated KV cache.
+"""Batched autoregressive sampling with a static KV cache, prefix-shared across a group.
 
 Design choices:
 
 - One jitted function does prefill and the whole decode loop (`lax.while_loop`, which
-  stops early once every row has ended). The cache is preallocated per shape bucket,
-  donated into the call and handed back, so XLA updates it in place and the next call
-  with the same bucket reuses the buffers.
-- Shapes are bucketed: batch to a power of two, prompt length to a power of two (at
-  least 16; a server warms up a handful of buckets, not one per 16 tokens),
-  `max_new_tokens` to a power of two (the real limit is a traced value).
-  Sampling settings are traced values too; only the *mode* (greedy or not, top-k on or
-  off, top-p on or off) is static. So calls with the same buckets and mode never
-  recompile — `Sampler.compile_count` counts traces. The jitted function is module
-  level with the model's graphdef as a static argument, so a new `Sampler` over the same
-  architecture reuses compiled code too.
+  stops early once every row has ended). N new tokens cost one prefill and N - 1 decode
+  calls: the token drawn last is never fed back. The KV cache is created inside that
+  function, so its buffers live (and are updated in place) within one XLA program and
+  their sharding always follows the weights': a call with sharded weights (a trainer's
+  mesh) compiles exactly once, like any other.
+- Prefix sharing: `sample(prompts, group_size=G)` draws G continuations per prompt. The
+  prompt is prefilled once and its cache repeated G times (rows `i*G .. i*G+G-1` belong
+  to prompt i), so a GRPO rollout prefills `prompts` rows, not `prompts * G`.
+- Shapes are bucketed: batch to a power of two, prompt length to a multiple of a quarter
+  of its next power of two (at least 16: 48 stays 48, 130 becomes 192), so there are at
+  most four buckets per octave (a server warms up a handful) and under a third of a
+  bucket is padding; `max_new_tokens` to a power of two (the real limit is a traced
+  value). Sampling settings are traced values too; only the *mode* (greedy or not, top-k
+  on or off, top-p on or off, constrained or not) is static. So calls with the same
+  buckets and mode never recompile — `Sampler.compile_count` counts traces. The jitted
+  function is module level with the model's graphdef as a static argument, so a new
+  `Sampler` over the same architecture reuses compiled code too.
 - Prompts are padded on the right by default (`pad_side="left"` also works); each row
   keeps its own length and positions, so rows never see each other's padding.
 - A row ends when it emits an end id (included in the output and in `lengths`), or when
@@ -42,7 +48,7 @@ import numpy as np
 from flax import nnx
 
 from studio_align.generation.constraint import FSMConstraint
-from studio_align.models.transformer import Cache, Transformer, positions_from_mask
+from studio_align.models.transformer import Transformer, positions_from_mask
 
 _trace_count = 0
 
@@ -65,7 +71,9 @@ def bucket_batch(n: int) -> int:
 
 
 def bucket_prompt(n: int, minimum: int = 16) -> int:
-    return max(minimum, _next_pow2(n))
+    """`n` rounded up to a multiple of `max(minimum, next_pow2(n) / 4)`."""
+    step = max(minimum, _next_pow2(n) // 4)
+    return max(minimum, -(-n // step) * step)
 
 
 def bucket_new_tokens(n: int) -> int:
@@ -103,7 +111,6 @@ class Sampler:
             raise ValueError(f"pad_side must be 'right' or 'left', got {pad_side!r}")
         self.pad_side = pad_side
         self.cache_dtype = jnp.dtype(cache_dtype or model.cfg.jnp_dtype)
-        self._caches: dict[tuple[int, int], Cache] = {}
 
     @classmethod
     def for_tokenizer(cls, model: Transformer, tokenizer: Any, **kwargs: Any) -> Sampler:
@@ -130,11 +137,19 @@ class Sampler:
         seed: int | None = None,
         rng: jax.Array | None = None,
         constraint: FSMConstraint | None = None,
+        group_size: int = 1,
     ) -> SampleOutput:
-        """Continue every prompt by up to `max_new_tokens` tokens (`temperature=0`: greedy)."""
+        """Continue every prompt by up to `max_new_tokens` tokens (`temperature=0`: greedy).
+
+        With `group_size = G` each prompt gets G samples (prefilled once, cache shared):
+        the output has `len(prompts) * G` rows, prompt-major, and a `constraint`'s
+        `init_state` has one entry per output row.
+        """
         n = len(prompts)
         if n == 0:
             raise ValueError("sample() needs at least one prompt")
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if any(len(p) == 0 for p in prompts):
@@ -159,20 +174,16 @@ class Sampler:
             raise ValueError(f"prompt token ids must lie in [0, {vocab})")
         fsm = constraint or FSMConstraint.unconstrained(vocab)
         allowed, next_state = fsm.tables(vocab)
-        init = fsm.init_states(n, b)
+        init = fsm.init_states(n * group_size, b * group_size)
         if rng is None:
             rng = jax.random.key(0 if seed is None else seed)
-        mode = (temperature == 0.0, top_k > 0, top_p < 1.0)
-        cache = self._caches.pop((b, p + m), None)
-        if cache is None:
-            cache = self.model.init_cache(b, p + m, self.cache_dtype)
+        mode = (temperature == 0.0, top_k > 0, top_p < 1.0, constraint is not None)
         graphdef, state = self._split or nnx.split(self.model)
-        out_tok, out_lp, out_len, cache = _generate(
+        out_tok, out_lp, out_len = _generate(
             graphdef,
             state,
             jnp.asarray(tokens),
             jnp.asarray(lengths),
-            cache,
             rng,
             jnp.asarray(max_new_tokens, jnp.int32),
             jnp.asarray(max(temperature, 1e-6), jnp.float32),
@@ -181,16 +192,19 @@ class Sampler:
             jnp.asarray(allowed),
             jnp.asarray(next_state),
             jnp.asarray(init),
+            new_slots=m,
+            group_size=group_size,
+            cache_dtype=self.cache_dtype.name,
             eos_ids=self.eos_ids,
             pad_id=self.pad_id,
             left_padded=self.pad_side == "left",
             mode=mode,
         )
-        self._caches[(b, p + m)] = cache
+        rows = n * group_size
         return SampleOutput(
-            tokens=np.asarray(out_tok)[:n, :max_new_tokens],
-            logps=np.asarray(out_lp)[:n, :max_new_tokens],
-            lengths=np.asarray(out_len)[:n],
+            tokens=np.asarray(out_tok)[:rows, :max_new_tokens],
+            logps=np.asarray(out_lp)[:rows, :max_new_tokens],
+            lengths=np.asarray(out_len)[:rows],
         )
 
 
@@ -245,15 +259,16 @@ def sample_categorical(key: jax.Array, logits: jax.Array, block: int = 64) -> ja
 
 @partial(
     jax.jit,
-    static_argnames=("graphdef", "eos_ids", "pad_id", "left_padded", "mode"),
-    donate_argnames=("cache",),
-)
+    static_argnames=(
+        "graphdef", "new_slots", "group_size", "cache_dtype", "eos_ids", "pad_id",
+        "left_padded", "mode",
+    ),
+)  # fmt: skip
 def _generate(
     graphdef,
     state,
     tokens,
     lengths,
-    cache: Cache,
     rng,
     max_new,
     temperature,
@@ -263,50 +278,64 @@ def _generate(
     next_state,
     init_state,
     *,
+    new_slots: int,
+    group_size: int,
+    cache_dtype: str,
     eos_ids: tuple[int, ...],
     pad_id: int,
     left_padded: bool,
-    mode: tuple[bool, bool, bool],
+    mode: tuple[bool, bool, bool, bool],
 ):
     global _trace_count
     _trace_count += 1
-    greedy, use_k, use_p = mode
+    greedy, use_k, use_p, constrained = mode
     model = nnx.merge(graphdef, state)
-    b, p = tokens.shape
-    n_out = cache.size - p
+    bp, p = tokens.shape
+    b = bp * group_size
+    n_out = new_slots
     cols = jnp.arange(p)
     if left_padded:
         mask = cols[None, :] >= (p - lengths)[:, None]
-        last = jnp.full((b,), p - 1)
+        last = jnp.full((bp,), p - 1)
     else:
         mask = cols[None, :] < lengths[:, None]
         last = lengths - 1
-    # Reset the reused cache: empty slots are what masks attention, stale k/v are harmless.
-    cache = cache._replace(pos=jnp.full_like(cache.pos, -1), cursor=jnp.zeros((), jnp.int32))
+    cache = model.init_cache(bp, p + new_slots, jnp.dtype(cache_dtype))
     logits, cache = model.forward_cached(tokens, positions_from_mask(mask), mask, cache)
-    logits = logits[jnp.arange(b), last]
+    logits = logits[jnp.arange(bp), last]
+    if group_size > 1:  # prefix sharing: one prefill per prompt, its cache copied G times
+
+        def rep(x: jax.Array) -> jax.Array:
+            return jnp.repeat(x, group_size, axis=0) if x.ndim else x
+
+        cache = jax.tree.map(rep, cache)
+        logits, lengths = rep(logits), rep(lengths)
     eos = jnp.asarray(eos_ids, jnp.int32)
 
     def pick(logits, fsm, key):
-        ok = allowed[fsm]
-        any_ok = jnp.any(ok, axis=-1)
-        masked = jnp.where(ok, logits, -jnp.inf)
-        logp_all = jax.nn.log_softmax(jnp.where(any_ok[:, None], masked, 0.0), axis=-1)
+        if constrained:
+            ok = allowed[fsm]
+            any_ok = jnp.any(ok, axis=-1)
+            masked = jnp.where(ok, logits, -jnp.inf)
+            base = jnp.where(any_ok[:, None], masked, 0.0)
+        else:  # no [B, V] mask to gather and apply
+            masked = base = logits
         if greedy:
             tok = jnp.argmax(masked, axis=-1)
         else:
             scaled = filter_logits(masked / temperature, top_k, top_p, use_k=use_k, use_p=use_p)
             tok = sample_categorical(key, scaled)
-        tok = jnp.where(any_ok, tok, eos[0]).astype(jnp.int32)
-        logp = jnp.where(any_ok, jnp.take_along_axis(logp_all, tok[:, None], -1)[:, 0], 0.0)
+        tok = tok.astype(jnp.int32)
+        # log-prob of the drawn token: logit - logsumexp, no [B, V] log-softmax array
+        lse = jax.nn.logsumexp(base, axis=-1)
+        logp = jnp.take_along_axis(base, tok[:, None], -1)[:, 0] - lse
+        if constrained:
+            tok = jnp.where(any_ok, tok, eos[0]).astype(jnp.int32)
+            logp = jnp.where(any_ok, logp, 0.0)
         return tok, logp
 
-    def cond(carry):
-        i, done = carry[0], carry[1]
-        return (i < max_new) & ~jnp.all(done)
-
-    def body(carry):
-        i, done, logits, fsm, cache, out_tok, out_lp, out_len = carry
+    def emit(i, done, logits, fsm, out_tok, out_lp, out_len):
+        """Draw token i from `logits` and record it (rows already done emit padding)."""
         tok, logp = pick(logits, fsm, jax.random.fold_in(rng, i))
         tok = jnp.where(done, pad_id, tok)
         logp = jnp.where(done, 0.0, logp)
@@ -315,19 +344,33 @@ def _generate(
         out_len = out_len + (~done).astype(jnp.int32)
         fsm = jnp.where(done, fsm, next_state[fsm, tok])
         done = done | jnp.isin(tok, eos)
-        pos = (lengths + i)[:, None]
-        new_logits, cache = model.forward_cached(tok[:, None], pos, jnp.ones((b, 1), bool), cache)
-        return i + 1, done, new_logits[:, 0], fsm, cache, out_tok, out_lp, out_len
+        return tok, done, fsm, out_tok, out_lp, out_len
 
-    carry = (
-        jnp.zeros((), jnp.int32),
+    # token 0 comes from the prefill's logits; every loop step feeds the previous token
+    # back and draws the next, so the last token drawn is never run through the model
+    tok, done, fsm, out_tok, out_lp, out_len = emit(
+        0,
         jnp.zeros((b,), jnp.bool_),
         logits,
         init_state,
-        cache,
         jnp.full((b, n_out), pad_id, jnp.int32),
         jnp.zeros((b, n_out), jnp.float32),
         jnp.zeros((b,), jnp.int32),
     )
-    _, _, _, _, cache, out_tok, out_lp, out_len = jax.lax.while_loop(cond, body, carry)
-    return out_tok, out_lp, out_len, cache
+
+    def cond(carry):
+        i, done = carry[0], carry[1]
+        return (i < max_new) & ~jnp.all(done)
+
+    def body(carry):
+        i, done, tok, fsm, cache, out_tok, out_lp, out_len = carry
+        pos = (lengths + i - 1)[:, None]
+        logits, cache = model.forward_cached(tok[:, None], pos, jnp.ones((b, 1), bool), cache)
+        tok, done, fsm, out_tok, out_lp, out_len = emit(
+            i, done, logits[:, 0], fsm, out_tok, out_lp, out_len
+        )
+        return i + 1, done, tok, fsm, cache, out_tok, out_lp, out_len
+
+    carry = (jnp.ones((), jnp.int32), done, tok, fsm, cache, out_tok, out_lp, out_len)
+    _, _, _, _, _, out_tok, out_lp, out_len = jax.lax.while_loop(cond, body, carry)
+    return out_tok, out_lp, out_len

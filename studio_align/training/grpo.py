@@ -26,12 +26,22 @@ algorithm's
 string options are resolved into a closure before tracing. Rollouts, rewards and
 dynamic sampling are host-side Python: they are data-dependent and cheap next to the
 forward passes. The policy is anything implementing `policy.Policy`.
+
+Host synchronisation: the update's metrics stay on the device; `train()` fetches them
+once per `log_every` window (and before a checkpoint, which must never hold a diverged
+policy). Overlapped rollout (`async_rollout`): one worker thread produces the experience
+(rollout, rewards, reference log-probs, advantages) of the next `max_staleness` steps
+from the parameters current when each was requested, while the main thread runs the
+update; the rollout's own log-probs are the clipped ratio's old log-probs, so the
+staleness is corrected like any off-policy pass (`rollout/staleness` is logged).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -87,6 +97,11 @@ class GRPOConfig(Strict):
     max_tokens: int | None = None  # length limit for the penalty (default: the policy's)
     seed: int = 0
     log_every: int = Field(default=1, ge=1)
+    # overlapped rollout: step n+1's groups are sampled (and scored) in a thread while step
+    # n's update runs, from parameters at most `max_staleness` updates old; the clipped
+    # importance ratio against the rollout's own log-probs corrects for it
+    async_rollout: bool = False
+    max_staleness: int = Field(default=1, ge=1)
 
 
 def plugin_reward_fn(
@@ -127,7 +142,13 @@ class GRPOResult:
 
 
 class GRPOTrainer:
-    """Holds the jitted update and runs `step()`s; `train()` runs the configured steps."""
+    """Holds the jitted update and runs `step()`s; `train()` runs the configured steps.
+
+    With `cfg.async_rollout` the experience of the next `max_staleness` steps (rollout,
+    rewards, reference log-probs) is produced by one worker thread from the parameters
+    current when it was requested, while the main thread runs the update: the update
+    then keeps its input parameters (no donation), so the worker's copy stays valid.
+    """
 
     def __init__(
         self,
@@ -173,6 +194,10 @@ class GRPOTrainer:
         self.wrt = wrt
         self.compiles = 0
         self.step_count = 0  # optimizer steps (rollouts) done, restored on resume
+        self._version = 0  # updates applied so far in this process (rollout staleness)
+        self._pending: deque[Future[_Experience]] = deque()
+        self._pool: ThreadPoolExecutor | None = None
+        self._record_at: dict[int, dict[str, Any]] = {}  # async: sampling state per step
         self._ckpt: RunCheckpoints | None = None
         if checkpoint is not None and (checkpoint.dir or run_dir):
             self._ckpt = open_checkpoints(
@@ -180,7 +205,12 @@ class GRPOTrainer:
             )
             if self._ckpt.latest is not None:
                 self._restore()
-        self._update = state.jit_update(self._make_update())
+        self._update = jax.jit(
+            self._make_update(),
+            # async: the worker may still sample from these parameters, so keep them
+            donate_argnums=(2,) if cfg.async_rollout else (0, 1, 2),
+            out_shardings=(*state.shardings, state.replicated),
+        )
         self._ref_logps: Callable | None = None
         if ref_model is not None:
             ref_graphdef, ref_state = nnx.split(ref_model)
@@ -245,11 +275,14 @@ class GRPOTrainer:
     def _current_model(self) -> nnx.Module:
         return nnx.merge(self.graphdef, self.params, self.rest)
 
-    def _rollout(self, records: list[Any]) -> tuple[Rollout, np.ndarray, dict[str, float], list]:
+    def _rollout(
+        self, records: list[Any], model: nnx.Module | None = None
+    ) -> tuple[Rollout, np.ndarray, dict[str, float], list]:
         g = self.cfg.group_size
         self.rng, key = jax.random.split(self.rng)
         inputs = [r["prompt"] if isinstance(r, Mapping) else r for r in records]
-        rollout = self.policy.sample(self._current_model(), inputs, g, key)
+        model = model if model is not None else self._current_model()
+        rollout = self.policy.sample(model, inputs, g, key)
         per_sample = [r for r in records for _ in range(g)]
         rewards, metrics = self.reward_fn(per_sample, rollout)
         rewards = np.asarray(rewards, np.float32)
@@ -264,10 +297,14 @@ class GRPOTrainer:
         metrics = {**metrics, "reward/total/mean": float(rewards.mean())}
         return rollout, rewards, metrics, per_sample
 
-    def collect(self) -> tuple[Rollout, np.ndarray, dict[str, float]]:
-        """One step's rollout after dynamic sampling: `prompts_per_step` groups."""
+    def collect(
+        self, model: nnx.Module | None = None
+    ) -> tuple[Rollout, np.ndarray, dict[str, float]]:
+        """One step's rollout after dynamic sampling: `prompts_per_step` groups.
+
+        `model`: the policy to sample from (default: the current parameters)."""
         cfg, g, p = self.cfg, self.cfg.group_size, self.cfg.prompts_per_step
-        rollout, rewards, metrics, _ = self._rollout(self._next_prompts(p))
+        rollout, rewards, metrics, _ = self._rollout(self._next_prompts(p), model)
         groups = rewards.reshape(-1, g)
         flat = groups.max(1) == groups.min(1)
         metrics = {**metrics, "zero_std_fraction": float(flat.mean()), "rollouts": 1.0}
@@ -289,7 +326,7 @@ class GRPOTrainer:
         split(rollout, rewards)
         extra = 0
         while len(keep_r) < p and extra < cfg.max_resample:
-            r2, w2, _, _ = self._rollout(self._next_prompts(p))
+            r2, w2, _, _ = self._rollout(self._next_prompts(p), model)
             split(r2, w2)
             extra += 1
         filled = max(0, p - len(keep_r))
@@ -299,14 +336,14 @@ class GRPOTrainer:
         metrics["dynamic_sampling/filled"] = float(filled) / p
         return Rollout.concat(parts_r), np.concatenate(parts_w), metrics
 
-    # -- one step ----------------------------------------------------------------------------
-
-    def step(self) -> dict[str, float]:
-        cfg = self.cfg
+    def _experience(self, model: nnx.Module | None, version: int) -> _Experience:
+        """Rollout, rewards, advantages and reference log-probs of one step (device arrays)."""
         t0 = time.perf_counter()
-        rollout, rewards, metrics = self.collect()
+        rollout, rewards, metrics = self.collect(model)
         t_roll = time.perf_counter() - t0
-        adv, adv_m = grpo_advantages(jnp.asarray(rewards), cfg.group_size, estimator=cfg.estimator)
+        adv, adv_m = grpo_advantages(
+            jnp.asarray(rewards), self.cfg.group_size, estimator=self.cfg.estimator
+        )
         arrays: dict[str, Any] = {
             "policy": {k: jnp.asarray(v) for k, v in rollout.batch.items()},
             "old_logps": jnp.asarray(rollout.old_logps),
@@ -314,7 +351,65 @@ class GRPOTrainer:
         }
         if self._ref_logps is not None:
             arrays["ref_logps"] = self._ref_logps(arrays["policy"])
-        n = len(rollout)
+        metrics = {
+            **metrics,
+            # reward/*/mean are the first rollout's (unbiased); the kept groups score higher
+            "reward/kept/mean": float(rewards.mean()),
+            "completion_length": float(rollout.lengths.mean()),
+            "truncated_fraction": float(rollout.truncated.mean()),
+            "time/rollout_s": t_roll,
+        }
+        return _Experience(arrays, len(rollout), metrics, adv_m["zero_std_fraction"], version)
+
+    def _sampling_state(self) -> dict[str, Any]:
+        return {
+            "rng": np.asarray(jax.random.key_data(self.rng)).tolist(),
+            "prompt_order": self._order.bit_generator.state,
+            "queue": [int(i) for i in self._queue],
+        }
+
+    def _submit(self, step: int) -> None:
+        """Queue the experience of `step`, sampled from the parameters current now."""
+        assert self._pool is not None
+        self._record_at[step] = self._sampling_state()
+        model = nnx.merge(self.graphdef, self.params, self.rest)
+        self._pending.append(self._pool.submit(self._experience, model, self._version))
+
+    def _next_experience(self, step: int, last: int) -> _Experience:
+        if not self.cfg.async_rollout:
+            return self._experience(None, self._version)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="grpo-rollout")
+        if not self._pending:
+            self._submit(step)
+        exp = self._pending.popleft().result()
+        ahead = step + 1 + len(self._pending)
+        while len(self._pending) < self.cfg.max_staleness and ahead <= last:
+            self._submit(ahead)  # runs while this step's update does
+            ahead += 1
+        return exp
+
+    def _drain(self) -> None:
+        """Wait for (and drop) rollouts sampled ahead; nothing runs after this."""
+        while self._pending:
+            fut = self._pending.popleft()
+            fut.cancel() or fut.exception()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    # -- one step ----------------------------------------------------------------------------
+
+    def step(self, *, fetch: bool = True, last: int | None = None) -> dict[str, Any]:
+        """One rollout and its updates. `fetch=False` leaves the update's metrics on the
+        device (`train` fetches them at its log step); `last` is the final step (async
+        rollouts are not sampled beyond it)."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        step = self.step_count + 1
+        exp = self._next_experience(step, last if last is not None else cfg.steps)
+        t_wait = time.perf_counter() - t0
+        n = exp.n
         if n % cfg.minibatches:
             raise ConfigError(
                 f"{n} samples per step do not split into {cfg.minibatches} minibatches"
@@ -324,22 +419,26 @@ class GRPOTrainer:
         for _ in range(cfg.mu):
             perm = self._mb_rng.permutation(n)  # fresh minibatches each pass
             for k in range(cfg.minibatches):
-                rows = jnp.asarray(perm[k * size : (k + 1) * size])
-                mb = jax.tree.map(lambda x, rows=rows: self._place(x[rows]), arrays)
+                if cfg.minibatches == 1:  # the whole rollout: order is immaterial, no gather
+                    mb = jax.tree.map(self._place, exp.arrays)
+                else:
+                    rows = jnp.asarray(perm[k * size : (k + 1) * size])
+                    mb = jax.tree.map(lambda x, rows=rows: self._place(x[rows]), exp.arrays)
                 self.params, self.rest, self.opt_state, m = self._update(
                     self.params, self.rest, self.opt_state, mb
                 )
                 window.append(m)
-        host = jax.device_get(window)
-        out = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
-        out.update(metrics)
-        # reward/*/mean are the first rollout's (unbiased); the kept groups score higher
-        out["reward/kept/mean"] = float(rewards.mean())
-        out["kept_zero_std_fraction"] = float(jax.device_get(adv_m["zero_std_fraction"]))
-        out["completion_length"] = float(rollout.lengths.mean())
-        out["truncated_fraction"] = float(rollout.truncated.mean())
-        out["time/rollout_s"] = t_roll
-        out["time/update_s"] = time.perf_counter() - t0 - t_roll
+        # the update's metrics are averaged on the device: no host sync here
+        out: dict[str, Any] = dict(window[0] if len(window) == 1 else _mean_metrics(window))
+        out.update(exp.metrics)
+        out["kept_zero_std_fraction"] = exp.zero_std
+        out["rollout/staleness"] = float(self._version - exp.version)
+        self._version += 1
+        if cfg.async_rollout:
+            out["time/rollout_wait_s"] = t_wait
+        if fetch:
+            out = _to_host(out)
+        out["time/update_s"] = time.perf_counter() - t0 - t_wait
         return out
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -348,14 +447,16 @@ class GRPOTrainer:
         return {"params": self.params, "rest": self.rest, "opt_state": self.opt_state}
 
     def _record(self) -> dict[str, Any]:
-        """Everything besides the trees that the next step depends on (exact resume)."""
+        """Everything besides the trees that the next step depends on (exact resume).
+
+        With async rollouts the sampling state is the one from before the next step's
+        rollout was requested: a resumed run redraws that rollout, on-policy."""
+        sampling = self._record_at.get(self.step_count + 1) or self._sampling_state()
         return {
             "step": self.step_count,
             "data_position": self.step_count,
-            "rng": np.asarray(jax.random.key_data(self.rng)).tolist(),
-            "prompt_order": self._order.bit_generator.state,
+            **sampling,
             "minibatch_order": self._mb_rng.bit_generator.state,
-            "queue": [int(i) for i in self._queue],
         }
 
     def _restore(self) -> None:
@@ -375,24 +476,62 @@ class GRPOTrainer:
             self.logger.truncate_after(self.step_count)
 
     def train(self, steps: int | None = None) -> GRPOResult:
-        """Run steps until `steps` (default `cfg.steps`) are done, resuming where it left off."""
+        """Run steps until `steps` (default `cfg.steps`) are done, resuming where it left off.
+
+        Metrics stay on the device until a log step (`log_every`), a checkpoint or the end."""
         t0 = time.perf_counter()
         result = GRPOResult(steps=steps or self.cfg.steps)
-        for s in range(self.step_count + 1, result.steps + 1):
-            m = self.step()
-            check_finite([m], s, "grpo")  # never log on or checkpoint a diverged policy
-            self.step_count = s
-            m["step"] = s
-            result.history.append(m)
-            if self.logger is not None and (s % self.cfg.log_every == 0 or s == result.steps):
-                self.logger.log(s, m)
-            if self._ckpt is not None and self._ckpt.checkpointer.should_save(
-                s, final=s == result.steps
-            ):
-                self._ckpt.save(s, self._trees(), self._record())
+        pending: list[dict[str, Any]] = []
+        try:
+            for s in range(self.step_count + 1, result.steps + 1):
+                m = self.step(fetch=False, last=result.steps)
+                self.step_count = s
+                m["step"] = s
+                pending.append(m)
+                log = s % self.cfg.log_every == 0 or s == result.steps
+                save = self._ckpt is not None and self._ckpt.checkpointer.should_save(
+                    s, final=s == result.steps
+                )
+                if not (log or save):
+                    continue
+                for i, h in enumerate(jax.device_get(pending)):
+                    h = _to_host(h)
+                    # never log on or checkpoint a diverged policy
+                    check_finite([h], s - len(pending) + 1 + i, "grpo")
+                    result.history.append(h)
+                    if self.logger is not None and log and i == len(pending) - 1:
+                        self.logger.log(s, h)
+                pending = []
+                if save:
+                    assert self._ckpt is not None
+                    self._ckpt.save(s, self._trees(), self._record())
+                self._record_at = {k: v for k, v in self._record_at.items() if k > s}
+        finally:
+            self._drain()
         if self._ckpt is not None:
             self._ckpt.checkpointer.wait()
         nnx.update(self.model, self.params, self.rest)
         result.seconds = time.perf_counter() - t0
         result.compiles = self.compiles
         return result
+
+
+@dataclass
+class _Experience:
+    """What one GRPO step trains on (device arrays) and the rollout's host metrics."""
+
+    arrays: dict[str, Any]
+    n: int
+    metrics: dict[str, float]
+    zero_std: Any  # device scalar: zero-variance fraction of the kept groups
+    version: int  # updates applied to the parameters that sampled it
+
+
+def _to_host(m: Mapping[str, Any]) -> dict[str, float]:
+    host = jax.device_get(dict(m))
+    return {k: (int(v) if k == "step" else float(v)) for k, v in host.items()}
+
+
+@jax.jit
+def _mean_metrics(window: list[dict[str, jax.Array]]) -> dict[str, jax.Array]:
+    return jax.tree.map(lambda *xs: jnp.mean(jnp.stack(xs)), *window)

@@ -159,13 +159,13 @@ class LMPolicy:
             )
         sampler = self._sampler
         sampler.model = model  # the sampler reads the weights of `model` on every call
-        seed = int(jax.random.randint(rng, (), 0, 2**31 - 1))
         out = sampler.sample(
-            rows,
+            [list(p) for p in prompts],  # each prompt prefilled once, its cache shared by G rows
             max_new_tokens=self.max_new_tokens,
             temperature=self.temperature,
-            seed=seed,
+            rng=rng,
             constraint=constraint,
+            group_size=group_size,
         )
         comp = np.asarray(out.tokens, np.int32)
         n, t = comp.shape
@@ -211,10 +211,17 @@ class LMPolicy:
         tokens, attn = batch["tokens"], batch["attn"]
         mask = batch["completion_mask"]
         t = mask.shape[1]
-        logits = model(tokens, positions_from_mask(attn), attn)
         # completion token j of row i sits at plen_i + j; it is predicted at plen_i + j - 1
         idx = batch["prompt_len"][:, None] + jnp.arange(t)[None, :] - 1
-        logits = jnp.take_along_axis(logits, idx[:, :, None], axis=1).astype(jnp.float32)
+        lm = cast(Any, model)
+        if hasattr(lm, "hidden") and hasattr(lm, "logits"):
+            # the vocabulary projection only at the T completion positions, not all of them
+            h = lm.hidden(tokens, positions_from_mask(attn), attn)
+            h = jnp.take_along_axis(h, idx[:, :, None], axis=1)
+            logits = lm.logits(h).astype(jnp.float32)
+        else:
+            logits = lm(tokens, positions_from_mask(attn), attn)
+            logits = jnp.take_along_axis(logits, idx[:, :, None], axis=1).astype(jnp.float32)
         any_ok = jnp.ones(mask.shape, bool)
         if "fsm_states" in batch:
             if self._allowed is None:
@@ -223,9 +230,16 @@ class LMPolicy:
             any_ok = jnp.any(ok, axis=-1)  # a dead state: the sampler forces eos with log-prob 0
             logits = jnp.where(ok | ~any_ok[..., None], logits, -1e30)
         targets = jnp.take_along_axis(tokens, idx + 1, axis=1)
-        logp_all = jax.nn.log_softmax(logits, axis=-1)
-        lp = jnp.take_along_axis(logp_all, targets[:, :, None], axis=-1)[..., 0]
+        lp, entropy = logps_and_entropy(logits, targets)
         lp = jnp.where(any_ok, lp, 0.0)
-        p = jnp.exp(logp_all)
-        entropy = -jnp.sum(jnp.where(p > 0, p * logp_all, 0.0), axis=-1)
         return jnp.where(mask, lp, 0.0), mask, entropy
+
+
+def logps_and_entropy(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`log softmax(logits)[targets]` and the entropy, from one logsumexp (no `[.., V]`
+    log-prob array is kept for the backward pass; masked logits of -1e30 weigh 0)."""
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    p = jax.lax.stop_gradient(jnp.exp(logits - lse[..., None]))
+    entropy = lse - jnp.sum(p * jnp.where(p > 0, logits, 0.0), axis=-1)
+    return picked - lse, jax.lax.stop_gradient(entropy)
