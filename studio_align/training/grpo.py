@@ -42,106 +42,44 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from pydantic import Field
 
-from studio_align.algorithms import grpo_advantages, grpo_loss, overlong_penalty
-from studio_align.config import Strict
+from studio_align.algorithms import grpo_loss
 from studio_align.errors import ConfigError
 from studio_align.models.sharding import (
     MeshConfig,
     batch_parallelism,
     batch_sharding,
 )
-from studio_align.rewards import score_batch
 from studio_align.training.accumulate import accumulated_grads
 from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.grpo_config import (
+    GRPOConfig,
+    GRPOResult,
+    RewardFn,
+    _Experience,
+    _mean_metrics,
+    _to_host,
+    plugin_reward_fn,
+)
+from studio_align.training.grpo_rollout import RolloutMixin
 from studio_align.training.loop import check_finite
 from studio_align.training.metrics import MetricsLogger
 from studio_align.training.optim import OptimConfig
-from studio_align.training.policy import Policy, Rollout
+from studio_align.training.policy import Policy
 from studio_align.training.state import RunCheckpoints, TrainState, open_checkpoints
 
-RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
+__all__ = ["GRPOConfig", "GRPOResult", "GRPOTrainer", "RewardFn", "plugin_reward_fn"]
 
 
-class GRPOConfig(Strict):
-    """`[grpo]`: the algorithm and its rollouts."""
-
-    steps: int = Field(default=100, ge=1)
-    prompts_per_step: int = Field(default=8, ge=1)
-    group_size: int = Field(default=8, ge=2)
-    mu: int = Field(default=1, ge=1)  # optimisation passes per rollout
-    minibatches: int = Field(default=1, ge=1)  # optimizer updates per pass
-    estimator: Literal["grpo", "dr_grpo", "rloo"] = "grpo"
-    epsilon: float = Field(default=0.2, gt=0)
-    epsilon_high: float | None = Field(default=0.28, gt=0)  # DAPO clip-higher; None = epsilon
-    beta: float = Field(default=0.0, ge=0)  # KL penalty to the reference
-    kl: Literal["k1", "k2", "k3"] = "k3"
-    aggregation: Literal["token-mean", "sequence-mean-token-mean", "sequence-mean-token-scale"] = (
-        "token-mean"
-    )
-    importance: Literal["token", "sequence"] = "token"  # "sequence" = GSPO
-    dynamic_sampling: bool = True
-    max_resample: int = Field(default=4, ge=0)  # extra rollouts per step to refill dropped groups
-    overlong_buffer: int = Field(default=0, ge=0)  # tokens; 0 = only truncation is punished
-    overlong_penalty: float = Field(default=0.0, ge=0)  # weight of the overlong penalty (0 = off)
-    max_tokens: int | None = None  # length limit for the penalty (default: the policy's)
-    seed: int = 0
-    log_every: int = Field(default=1, ge=1)
-    # overlapped rollout: step n+1's groups are sampled (and scored) in a thread while step
-    # n's update runs, from parameters at most `max_staleness` updates old; the clipped
-    # importance ratio against the rollout's own log-probs corrects for it
-    async_rollout: bool = False
-    max_staleness: int = Field(default=1, ge=1)
-
-
-def plugin_reward_fn(
-    rewards: Any,
-    weights: Mapping[str, float] | None = None,
-    *,
-    context: Mapping[str, Any] | None = None,
-) -> RewardFn:
-    """A `RewardFn` from plugin rewards (`{name: Reward}` or a list) and config weights.
-
-    Columns are the rollout's (`completions`, decoded `plans`, ...) plus every key of the
-    prompt records (dicts) other than `prompt`, repeated per sample; `prompts` are the
-    policy inputs.
-    """
-
-    def fn(records: list[Any], rollout: Rollout) -> tuple[np.ndarray, dict[str, float]]:
-        columns: dict[str, list[Any]] = dict(rollout.columns)
-        columns["prompts"] = [r["prompt"] if isinstance(r, Mapping) else r for r in records]
-        if records and isinstance(records[0], Mapping):
-            for key in records[0]:
-                if key != "prompt":
-                    columns[key] = [r[key] for r in records]
-        scores = score_batch(rewards, weights, columns, context=context)
-        return scores.total.astype(np.float32), scores.metrics
-
-    return fn
-
-
-@dataclass
-class GRPOResult:
-    steps: int
-    history: list[dict[str, float]] = field(default_factory=list)
-    seconds: float = 0.0
-    compiles: int = 0
-
-    def curve(self, key: str = "reward/total/mean") -> list[float]:
-        return [h[key] for h in self.history if key in h]
-
-
-class GRPOTrainer:
+class GRPOTrainer(RolloutMixin):
     """Holds the jitted update and runs `step()`s; `train()` runs the configured steps.
 
     With `cfg.async_rollout` the experience of the next `max_staleness` steps (rollout,
@@ -262,142 +200,6 @@ class GRPOTrainer:
             x, jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
         )
 
-    # -- rollouts ----------------------------------------------------------------------------
-
-    def _next_prompts(self, n: int) -> list[Any]:
-        out: list[Any] = []
-        while len(out) < n:
-            if not self._queue:
-                self._queue = list(self._order.permutation(len(self.prompts)))
-            out.append(self.prompts[self._queue.pop()])
-        return out
-
-    def _current_model(self) -> nnx.Module:
-        return nnx.merge(self.graphdef, self.params, self.rest)
-
-    def _rollout(
-        self, records: list[Any], model: nnx.Module | None = None
-    ) -> tuple[Rollout, np.ndarray, dict[str, float], list]:
-        g = self.cfg.group_size
-        self.rng, key = jax.random.split(self.rng)
-        inputs = [r["prompt"] if isinstance(r, Mapping) else r for r in records]
-        model = model if model is not None else self._current_model()
-        rollout = self.policy.sample(model, inputs, g, key)
-        per_sample = [r for r in records for _ in range(g)]
-        rewards, metrics = self.reward_fn(per_sample, rollout)
-        rewards = np.asarray(rewards, np.float32)
-        if self.cfg.overlong_penalty > 0:
-            limit = self.cfg.max_tokens or rollout.mask.shape[1]
-            lengths = np.where(rollout.truncated, limit + 1, rollout.lengths)
-            pen = np.asarray(
-                overlong_penalty(lengths, max_tokens=limit, buffer=self.cfg.overlong_buffer)
-            )
-            rewards = rewards + self.cfg.overlong_penalty * pen
-            metrics = {**metrics, "reward/overlong/mean": float(pen.mean())}
-        metrics = {**metrics, "reward/total/mean": float(rewards.mean())}
-        return rollout, rewards, metrics, per_sample
-
-    def collect(
-        self, model: nnx.Module | None = None
-    ) -> tuple[Rollout, np.ndarray, dict[str, float]]:
-        """One step's rollout after dynamic sampling: `prompts_per_step` groups.
-
-        `model`: the policy to sample from (default: the current parameters)."""
-        cfg, g, p = self.cfg, self.cfg.group_size, self.cfg.prompts_per_step
-        rollout, rewards, metrics, _ = self._rollout(self._next_prompts(p), model)
-        groups = rewards.reshape(-1, g)
-        flat = groups.max(1) == groups.min(1)
-        metrics = {**metrics, "zero_std_fraction": float(flat.mean()), "rollouts": 1.0}
-        if not cfg.dynamic_sampling:
-            return rollout, rewards, metrics
-        keep_r: list[Rollout] = []
-        spare_r: list[Rollout] = []
-        keep_w: list[np.ndarray] = []
-        spare_w: list[np.ndarray] = []
-
-        def split(r: Rollout, w: np.ndarray) -> None:
-            gw = w.reshape(-1, g)
-            ok = gw.max(1) > gw.min(1)
-            for i in range(len(ok)):
-                rows = np.arange(i * g, (i + 1) * g)
-                (keep_r if ok[i] else spare_r).append(r.select(rows))
-                (keep_w if ok[i] else spare_w).append(w[rows])
-
-        split(rollout, rewards)
-        extra = 0
-        while len(keep_r) < p and extra < cfg.max_resample:
-            r2, w2, _, _ = self._rollout(self._next_prompts(p), model)
-            split(r2, w2)
-            extra += 1
-        filled = max(0, p - len(keep_r))
-        parts_r = (keep_r + spare_r)[:p]
-        parts_w = (keep_w + spare_w)[:p]
-        metrics["rollouts"] = 1.0 + extra
-        metrics["dynamic_sampling/filled"] = float(filled) / p
-        return Rollout.concat(parts_r), np.concatenate(parts_w), metrics
-
-    def _experience(self, model: nnx.Module | None, version: int) -> _Experience:
-        """Rollout, rewards, advantages and reference log-probs of one step (device arrays)."""
-        t0 = time.perf_counter()
-        rollout, rewards, metrics = self.collect(model)
-        t_roll = time.perf_counter() - t0
-        adv, adv_m = grpo_advantages(
-            jnp.asarray(rewards), self.cfg.group_size, estimator=self.cfg.estimator
-        )
-        arrays: dict[str, Any] = {
-            "policy": {k: jnp.asarray(v) for k, v in rollout.batch.items()},
-            "old_logps": jnp.asarray(rollout.old_logps),
-            "advantages": adv,
-        }
-        if self._ref_logps is not None:
-            arrays["ref_logps"] = self._ref_logps(arrays["policy"])
-        metrics = {
-            **metrics,
-            # reward/*/mean are the first rollout's (unbiased); the kept groups score higher
-            "reward/kept/mean": float(rewards.mean()),
-            "completion_length": float(rollout.lengths.mean()),
-            "truncated_fraction": float(rollout.truncated.mean()),
-            "time/rollout_s": t_roll,
-        }
-        return _Experience(arrays, len(rollout), metrics, adv_m["zero_std_fraction"], version)
-
-    def _sampling_state(self) -> dict[str, Any]:
-        return {
-            "rng": np.asarray(jax.random.key_data(self.rng)).tolist(),
-            "prompt_order": self._order.bit_generator.state,
-            "queue": [int(i) for i in self._queue],
-        }
-
-    def _submit(self, step: int) -> None:
-        """Queue the experience of `step`, sampled from the parameters current now."""
-        assert self._pool is not None
-        self._record_at[step] = self._sampling_state()
-        model = nnx.merge(self.graphdef, self.params, self.rest)
-        self._pending.append(self._pool.submit(self._experience, model, self._version))
-
-    def _next_experience(self, step: int, last: int) -> _Experience:
-        if not self.cfg.async_rollout:
-            return self._experience(None, self._version)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="grpo-rollout")
-        if not self._pending:
-            self._submit(step)
-        exp = self._pending.popleft().result()
-        ahead = step + 1 + len(self._pending)
-        while len(self._pending) < self.cfg.max_staleness and ahead <= last:
-            self._submit(ahead)  # runs while this step's update does
-            ahead += 1
-        return exp
-
-    def _drain(self) -> None:
-        """Wait for (and drop) rollouts sampled ahead; nothing runs after this."""
-        while self._pending:
-            fut = self._pending.popleft()
-            fut.cancel() or fut.exception()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
     # -- one step ----------------------------------------------------------------------------
 
     def step(self, *, fetch: bool = True, last: int | None = None) -> dict[str, Any]:
@@ -514,24 +316,3 @@ class GRPOTrainer:
         result.seconds = time.perf_counter() - t0
         result.compiles = self.compiles
         return result
-
-
-@dataclass
-class _Experience:
-    """What one GRPO step trains on (device arrays) and the rollout's host metrics."""
-
-    arrays: dict[str, Any]
-    n: int
-    metrics: dict[str, float]
-    zero_std: Any  # device scalar: zero-variance fraction of the kept groups
-    version: int  # updates applied to the parameters that sampled it
-
-
-def _to_host(m: Mapping[str, Any]) -> dict[str, float]:
-    host = jax.device_get(dict(m))
-    return {k: (int(v) if k == "step" else float(v)) for k, v in host.items()}
-
-
-@jax.jit
-def _mean_metrics(window: list[dict[str, jax.Array]]) -> dict[str, jax.Array]:
-    return jax.tree.map(lambda *xs: jnp.mean(jnp.stack(xs)), *window)

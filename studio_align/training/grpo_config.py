@@ -1,0 +1,112 @@
+"""GRPO's configuration, the plugin reward adapter and what a run returns.
+
+`GRPOConfig` is the `[grpo]` section (the estimator, clipping, KL, dynamic sampling and
+the overlapped-rollout option); `plugin_reward_fn` turns the plugin host's weighted
+rewards into the trainer's `reward_fn(records, rollout)`. The trainer is `grpo.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from pydantic import Field
+
+from studio_align.config import Strict
+from studio_align.rewards import score_batch
+from studio_align.training.policy import Rollout
+
+RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
+
+
+class GRPOConfig(Strict):
+    """`[grpo]`: the algorithm and its rollouts."""
+
+    steps: int = Field(default=100, ge=1)
+    prompts_per_step: int = Field(default=8, ge=1)
+    group_size: int = Field(default=8, ge=2)
+    mu: int = Field(default=1, ge=1)  # optimisation passes per rollout
+    minibatches: int = Field(default=1, ge=1)  # optimizer updates per pass
+    estimator: Literal["grpo", "dr_grpo", "rloo"] = "grpo"
+    epsilon: float = Field(default=0.2, gt=0)
+    epsilon_high: float | None = Field(default=0.28, gt=0)  # DAPO clip-higher; None = epsilon
+    beta: float = Field(default=0.0, ge=0)  # KL penalty to the reference
+    kl: Literal["k1", "k2", "k3"] = "k3"
+    aggregation: Literal["token-mean", "sequence-mean-token-mean", "sequence-mean-token-scale"] = (
+        "token-mean"
+    )
+    importance: Literal["token", "sequence"] = "token"  # "sequence" = GSPO
+    dynamic_sampling: bool = True
+    max_resample: int = Field(default=4, ge=0)  # extra rollouts per step to refill dropped groups
+    overlong_buffer: int = Field(default=0, ge=0)  # tokens; 0 = only truncation is punished
+    overlong_penalty: float = Field(default=0.0, ge=0)  # weight of the overlong penalty (0 = off)
+    max_tokens: int | None = None  # length limit for the penalty (default: the policy's)
+    seed: int = 0
+    log_every: int = Field(default=1, ge=1)
+    # overlapped rollout: step n+1's groups are sampled (and scored) in a thread while step
+    # n's update runs, from parameters at most `max_staleness` updates old; the clipped
+    # importance ratio against the rollout's own log-probs corrects for it
+    async_rollout: bool = False
+    max_staleness: int = Field(default=1, ge=1)
+
+
+def plugin_reward_fn(
+    rewards: Any,
+    weights: Mapping[str, float] | None = None,
+    *,
+    context: Mapping[str, Any] | None = None,
+) -> RewardFn:
+    """A `RewardFn` from plugin rewards (`{name: Reward}` or a list) and config weights.
+
+    Columns are the rollout's (`completions`, decoded `plans`, ...) plus every key of the
+    prompt records (dicts) other than `prompt`, repeated per sample; `prompts` are the
+    policy inputs.
+    """
+
+    def fn(records: list[Any], rollout: Rollout) -> tuple[np.ndarray, dict[str, float]]:
+        columns: dict[str, list[Any]] = dict(rollout.columns)
+        columns["prompts"] = [r["prompt"] if isinstance(r, Mapping) else r for r in records]
+        if records and isinstance(records[0], Mapping):
+            for key in records[0]:
+                if key != "prompt":
+                    columns[key] = [r[key] for r in records]
+        scores = score_batch(rewards, weights, columns, context=context)
+        return scores.total.astype(np.float32), scores.metrics
+
+    return fn
+
+
+@dataclass
+class GRPOResult:
+    steps: int
+    history: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+    compiles: int = 0
+
+    def curve(self, key: str = "reward/total/mean") -> list[float]:
+        return [h[key] for h in self.history if key in h]
+
+
+@dataclass
+class _Experience:
+    """What one GRPO step trains on (device arrays) and the rollout's host metrics."""
+
+    arrays: dict[str, Any]
+    n: int
+    metrics: dict[str, float]
+    zero_std: Any  # device scalar: zero-variance fraction of the kept groups
+    version: int  # updates applied to the parameters that sampled it
+
+
+def _to_host(m: Mapping[str, Any]) -> dict[str, float]:
+    host = jax.device_get(dict(m))
+    return {k: (int(v) if k == "step" else float(v)) for k, v in host.items()}
+
+
+@jax.jit
+def _mean_metrics(window: list[dict[str, jax.Array]]) -> dict[str, jax.Array]:
+    return jax.tree.map(lambda *xs: jnp.mean(jnp.stack(xs)), *window)
