@@ -43,6 +43,11 @@ def _print_summary(summary: ReadSummary) -> None:
     if summary.by_reason:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(summary.by_reason.items()))
         click.echo(f"invalid by reason: {reasons}")
+    for f in summary.incomplete_tails:
+        click.echo(
+            f"{f.path}: ends in an incomplete line ({f.incomplete_tail} bytes after the last "
+            "newline, not read: a writer may still be appending)"
+        )
     if summary.quarantine is not None:
         click.echo(f"quarantined {summary.invalid_count} line(s) to {summary.quarantine}")
 
