@@ -309,7 +309,9 @@ def create_app(
         return Response(state.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.post(
-        "/admin/reload", response_model=ReloadResponse, responses=_errors(401, 403, 409, 413, 422)
+        "/admin/reload",
+        response_model=ReloadResponse,
+        responses=_errors(400, 401, 403, 409, 413, 415, 422),
     )
     async def reload(
         body: ReloadRequest,
