@@ -122,3 +122,13 @@ def test_a_line_of_exactly_8_mib_plus_its_newline_is_accepted(logdir: Path, endi
     reader = LogReader(log, check_images=False)
     assert [e.line for e in reader] == [1]
     assert [(x.line, x.reason) for x in reader.summary.invalid] == [(2, "line_too_long")]
+
+
+def test_a_refused_compile_leaves_no_empty_output_folder(logdir: Path) -> None:
+    from studio_align.data.compile import InvalidLogError, compile_logs
+
+    log = logdir / "bad.jsonl"
+    log.write_bytes(b"{bad\n")
+    with pytest.raises(InvalidLogError):
+        compile_logs([log], logdir / "out" / "deeper", check_images=False)
+    assert not (logdir / "out" / "deeper").exists()
