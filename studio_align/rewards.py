@@ -19,6 +19,13 @@ Design choices:
   over the rewards that have an opinion on that sample (0.0 if none has).
 * Metrics per reward: mean and std over samples with an opinion (0.0 when no sample has
   one) and the fraction of `None`; plus mean and std of the total.
+* **A reward cannot hang or end the run.** Each call has a time-out (`timeout_s`,
+  default `RewardCallConfig().timeout_s`; `Reward.timeout_s` overrides it per reward): a
+  synchronous reward runs in a daemon thread that is abandoned when it overruns (Python
+  cannot kill a thread; the run stops with the error instead of waiting forever), an
+  async one is cancelled. Overrunning raises `RewardError` naming the reward and its
+  plugin; so does `sys.exit()` called inside a reward, which would otherwise end the
+  process silently.
 """
 
 from __future__ import annotations
@@ -28,15 +35,25 @@ import concurrent.futures
 import inspect
 import math
 import numbers
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
+from studio_align.config import Strict
 from studio_align.errors import ConfigError, RewardError
 
 _NO_DEFAULT = inspect.Parameter.empty
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class RewardCallConfig(Strict):
+    """`[rewards_call]`-style settings a run config can embed: how long one call may take."""
+
+    timeout_s: float | None = Field(DEFAULT_TIMEOUT_S, gt=0)  # None: wait forever
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,7 @@ class Reward:
     fn: Callable[..., Any]
     description: str = ""
     plugin: str | None = None
+    timeout_s: float | None = None  # overrides the call's time-out for this reward
     _params: tuple[tuple[str, bool], ...] = field(default=(), init=False, repr=False, compare=False)
     _takes_all: bool = field(default=False, init=False, repr=False, compare=False)
 
@@ -216,8 +234,49 @@ def _combine(
     return RewardScores(total=total, per_reward=per_reward, metrics=metrics, weights=weights)
 
 
+def _limit(reward: Reward, timeout_s: float | None) -> float | None:
+    return reward.timeout_s if reward.timeout_s is not None else timeout_s
+
+
+def _failed(reward: Reward, e: BaseException) -> BaseException:
+    """The `RewardError` for an exception a reward raised (others pass through)."""
+    if isinstance(e, RewardError):
+        return e
+    if isinstance(e, SystemExit):
+        return RewardError(f"{reward.label} called sys.exit({e.code!r})")
+    if isinstance(e, Exception):
+        return RewardError(f"{reward.label} raised {type(e).__name__}: {e}")
+    return e
+
+
+def _call(reward: Reward, kwargs: dict[str, Any], timeout_s: float | None) -> Any:
+    """Call a reward; with a time-out, in a daemon thread that is abandoned if it overruns."""
+    if timeout_s is None:
+        try:
+            return reward.fn(**kwargs)
+        except (Exception, SystemExit) as e:
+            raise _failed(reward, e) from e
+    box: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def run() -> None:
+        try:
+            box["out"] = reward.fn(**kwargs)
+        except BaseException as e:
+            box["err"] = e
+        finally:
+            finished.set()
+
+    threading.Thread(target=run, name=f"reward-{reward.name}", daemon=True).start()
+    if not finished.wait(timeout_s):
+        raise RewardError(f"{reward.label} timed out after {timeout_s:g} s")
+    if "err" in box:
+        raise _failed(reward, box["err"]) from box["err"]
+    return box["out"]
+
+
 def _start(
-    rewards: dict[str, Reward], available: Mapping[str, Any]
+    rewards: dict[str, Reward], available: Mapping[str, Any], timeout_s: float | None
 ) -> tuple[dict[str, Any], dict[str, Awaitable[Any]]]:
     """Call every reward; sync results come back at once, async ones as awaitables."""
     done: dict[str, Any] = {}
@@ -225,10 +284,7 @@ def _start(
     try:
         for name, reward in rewards.items():
             kwargs = reward.arguments(available)
-            try:
-                out = reward.fn(**kwargs)
-            except Exception as e:
-                raise RewardError(f"{reward.label} raised {type(e).__name__}: {e}") from e
+            out = _call(reward, kwargs, _limit(reward, timeout_s))
             if inspect.isawaitable(out):
                 pending[name] = out
             else:
@@ -241,15 +297,29 @@ def _start(
     return done, pending
 
 
-async def _gather(rewards: dict[str, Reward], pending: dict[str, Awaitable[Any]]) -> dict[str, Any]:
+async def _guarded(reward: Reward, aw: Awaitable[Any], timeout_s: float | None) -> Any:
+    """Await one async reward in this task (so `SystemExit` is caught here), time-limited."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await aw
+    except TimeoutError:
+        raise RewardError(f"{reward.label} timed out after {timeout_s:g} s") from None
+    except SystemExit as e:
+        raise _failed(reward, e) from e
+
+
+async def _gather(
+    rewards: dict[str, Reward], pending: dict[str, Awaitable[Any]], timeout_s: float | None
+) -> dict[str, Any]:
     names = list(pending)
-    results = await asyncio.gather(*(pending[n] for n in names), return_exceptions=True)
+    results = await asyncio.gather(
+        *(_guarded(rewards[n], pending[n], _limit(rewards[n], timeout_s)) for n in names),
+        return_exceptions=True,
+    )
     out: dict[str, Any] = {}
     for name, res in zip(names, results, strict=True):
         if isinstance(res, BaseException):
-            if not isinstance(res, Exception):
-                raise res
-            raise RewardError(f"{rewards[name].label} raised {type(res).__name__}: {res}") from res
+            raise _failed(rewards[name], res) from res
         out[name] = res
     return out
 
@@ -279,6 +349,7 @@ def score_batch(
     *,
     context: Mapping[str, Any] | None = None,
     size: int | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> RewardScores:
     """Score one batch with every reward and combine them with `weights`.
 
@@ -288,15 +359,15 @@ def score_batch(
     `score_batch_async`.
     """
     rs, w, available, n = _prepare(rewards, weights, columns, context, size)
-    done, pending = _start(rs, available)
+    done, pending = _start(rs, available, timeout_s)
     if pending:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            done.update(asyncio.run(_gather(rs, pending)))
+            done.update(asyncio.run(_gather(rs, pending, timeout_s)))
         else:
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                done.update(pool.submit(asyncio.run, _gather(rs, pending)).result())
+                done.update(pool.submit(asyncio.run, _gather(rs, pending, timeout_s)).result())
     return _combine(rs, done, w, n)
 
 
@@ -307,10 +378,11 @@ async def score_batch_async(
     *,
     context: Mapping[str, Any] | None = None,
     size: int | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> RewardScores:
     """`score_batch` for callers already inside an event loop."""
     rs, w, available, n = _prepare(rewards, weights, columns, context, size)
-    done, pending = _start(rs, available)
+    done, pending = _start(rs, available, timeout_s)
     if pending:
-        done.update(await _gather(rs, pending))
+        done.update(await _gather(rs, pending, timeout_s))
     return _combine(rs, done, w, n)

@@ -121,11 +121,14 @@ def test_image_check_can_be_turned_off(logdir):
     assert validate_logs(write(logdir, raw), check_images=False).valid == 1
 
 
-def test_absolute_image_paths_are_used_as_is(logdir, tmp_path_factory):
+def test_absolute_image_paths_need_a_root_or_opt_in(logdir, tmp_path_factory):
     other = tmp_path_factory.mktemp("elsewhere")
     img = other / "abs.png"
     img.write_bytes(b"png")
-    assert validate_logs(write(logdir, line(rating(image=str(img))))).valid == 1
+    log = write(logdir, line(rating(image=str(img))))
+    assert validate_logs(log).by_reason == {"image_outside_root": 1}
+    assert validate_logs(log, images_root=other).valid == 1
+    assert validate_logs(log, allow_external_images=True).valid == 1
 
 
 def test_plugin_engines_count(logdir):
@@ -148,30 +151,33 @@ def test_blank_lines_are_counted_not_invalid(logdir):
 
 def test_crlf_bom_and_missing_final_newline(logdir):
     bom = b"\xef\xbb\xbf"
-    data = bom + line(rating())[:-1] + b"\r\n" + line(retouch())[:-1]  # last line has no \n
+    tail = line(retouch())[:-1]  # last line has no \n: a writer may still be appending
+    data = bom + line(rating())[:-1] + b"\r\n" + tail
     reader = LogReader(write(logdir, data))
-    assert [(e.line, e.event.type) for e in reader] == [(1, "rating"), (2, "retouch")]
-    assert reader.summary.total_lines == 2
+    assert [(e.line, e.event.type) for e in reader] == [(1, "rating")]
+    assert reader.summary.total_lines == 1 and reader.summary.invalid_count == 0
+    assert reader.summary.files[0].incomplete_tail == len(tail)
 
 
 def test_quarantine_is_byte_exact(logdir):
-    bad = [b"{oops\r\n", b"\xc3\x28 bad utf8\n", line(rating(label="meh")), b'{"type": "rating"']
-    data = line(rating()) + bad[0] + line(retouch()) + bad[1] + bad[2] + b"\n" + bad[3]
+    bad = [b"{oops\r\n", b"\xc3\x28 bad utf8\n", line(rating(label="meh")), b'{"type": "r\n']
+    data = line(rating()) + bad[0] + line(retouch()) + bad[1] + bad[2] + b"\n" + bad[3] + b"{ta"
     q = logdir / "q" / "quarantine.jsonl"
     s = validate_logs(write(logdir, data), quarantine=q)
     assert [x.line for x in s.invalid] == [2, 4, 5, 7]
-    assert q.read_bytes() == b"".join(bad)
+    assert q.read_bytes() == b"".join(bad)  # the unterminated tail is not quarantined
     assert s.quarantine == str(q)
 
 
 def test_quarantine_never_merges_lines_across_files(logdir):
-    a = write(logdir, line(rating()) + b"{bad", "a.jsonl")  # invalid last line, no newline
+    a = write(logdir, line(rating()) + b"{bad\r\n" + b"{tail", "a.jsonl")
     b = write(logdir, b"{worse\n", "b.jsonl")
     sink = io.BytesIO()
     s = validate_logs([a, b], quarantine=sink)
     assert [(x.path, x.line) for x in s.invalid] == [(str(a), 2), (str(b), 1)]
-    assert sink.getvalue() == b"{bad\n{worse\n"
+    assert sink.getvalue() == b"{bad\r\n{worse\n"
     assert [f.to_dict()["lines"] for f in s.files] == [2, 1]
+    assert s.to_dict()["incomplete_tail"] == {str(a): 5}
 
 
 def test_long_lines_are_streamed_and_quarantined(logdir):
@@ -179,15 +185,16 @@ def test_long_lines_are_streamed_and_quarantined(logdir):
     data = line(rating()) + huge + line(rating()) + b"y" * 3000  # and a long unterminated tail
     sink = io.BytesIO()
     s = validate_logs(write(logdir, data), quarantine=sink, max_line_bytes=1024)
+    # a tail already over the limit is invalid whether or not its writer finishes it
     assert (s.total_lines, s.valid, s.invalid_count) == (4, 2, 2)
     assert [(x.line, x.reason) for x in s.invalid] == [
         (2, Reason.LINE_TOO_LONG),
         (4, Reason.LINE_TOO_LONG),
     ]
     assert sink.getvalue() == huge + b"y" * 3000
-    # a line of exactly the limit is fine
+    # a line of exactly the limit (plus its ending) is fine
     exact = line(rating())
-    assert validate_logs(write(logdir, exact), max_line_bytes=len(exact)).valid == 1
+    assert validate_logs(write(logdir, exact), max_line_bytes=len(exact) - 1).valid == 1
 
 
 def test_directory_expands_to_jsonl_files(logdir):

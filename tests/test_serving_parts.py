@@ -76,19 +76,22 @@ def test_batcher_failure_fails_the_batch_not_the_loop() -> None:
     asyncio.run(main())
 
 
-def test_batcher_lone_request_waits_at_most_max_wait() -> None:
-    async def main() -> float:
-        b: DynamicBatcher[int, int] = DynamicBatcher(lambda xs: xs, max_batch=64, max_wait_ms=5)
+def test_batcher_lone_request_is_not_held_for_a_full_batch() -> None:
+    """A lone request runs as a batch of one after the wait, without companions."""
+    sizes: list[int] = []
+
+    async def main() -> list[int]:
+        b: DynamicBatcher[int, int] = DynamicBatcher(
+            lambda xs: xs, max_batch=64, max_wait_ms=5, on_batch=sizes.append
+        )
         await b.start()
         try:
-            await b.submit(0)  # first call warms the thread pool
-            t0 = time.perf_counter()
-            await b.submit(1)
-            return time.perf_counter() - t0
+            return [await b.submit(0), await b.submit(1)]  # one after the other
         finally:
             await b.stop()
 
-    assert asyncio.run(main()) < 0.2
+    assert asyncio.run(main()) == [0, 1]
+    assert sizes == [1, 1]  # each flushed alone: nothing waited for a 64-request batch
 
 
 def _append_many(path: str, worker: int, n: int) -> None:
@@ -172,14 +175,19 @@ def test_feedback_events_are_exactly_what_the_log_reader_accepts(tmp_path: Path)
 
 def test_metrics_render_prometheus_text() -> None:
     m = Metrics()
-    m.model_version = "abc"
-    m.record_request("/v1/route", 200, 12.0)
-    m.record_request("/v1/route", 422)
+    m.set_model_version("abc")
+    m.record_request("/v1/route", "POST", 200, 0.012)
+    m.record_request("/v1/route", "POST", 422, 0.001)
+    m.record_request(None, "BREW", 404, 0.001)  # unmatched path, unknown method
+    m.route_latency.observe(0.012)
     m.record_batch(8)
-    text = m.render()
-    assert 'studio_align_requests_total{path="/v1/route",status="200"} 1' in text
-    assert 'studio_align_requests_total{path="/v1/route",status="422"} 1' in text
-    assert 'studio_align_route_latency_ms_bucket{le="20"} 1' in text
-    assert 'studio_align_route_latency_ms_bucket{le="10"} 0' in text
-    assert "studio_align_batch_size_count 1" in text
-    assert 'studio_align_model_info{version="abc"} 1' in text
+    m.set_model_version("def")  # a swap keeps one model_info series
+    text = m.render().decode()
+    assert 'studio_align_requests_total{method="POST",route="/v1/route",status="200"} 1.0' in text
+    assert 'studio_align_requests_total{method="POST",route="/v1/route",status="422"} 1.0' in text
+    assert 'studio_align_requests_total{method="OTHER",route="unmatched",status="404"} 1.0' in text
+    assert 'studio_align_route_latency_seconds_bucket{le="0.02"} 1.0' in text
+    assert 'studio_align_route_latency_seconds_bucket{le="0.01"} 0.0' in text
+    assert "studio_align_batch_size_count 1.0" in text
+    assert 'studio_align_model_info{version="def"} 1.0' in text and '"abc"' not in text
+    assert "# HELP studio_align_requests_total" in text

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tokenizers import AddedToken, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
-from studio_align.errors import ModelLoadError
+from studio_align.errors import ConfigError, ModelLoadError
 from studio_align.models.tokenizer import Tokenizer
 
 SPECIALS = ["<plan>", "<att:image>", "<step:wan.image_to_video>", "<step:audio.music>"]
@@ -98,5 +98,5 @@ def test_load_foreign_hf_tokenizer(tmp_path):
 
 
 def test_vocab_size_too_small():
-    with pytest.raises(ValueError, match="vocab_size"):
+    with pytest.raises(ConfigError, match="vocab_size"):
         Tokenizer.train(CORPUS, vocab_size=100)

@@ -10,8 +10,13 @@ Design choices:
   add through `studio_align_register_commands` are therefore callable and listed in
   `--help`. The host built for an invocation is the process default (`get_host()`)
   for its duration and the previous default is restored afterwards.
-* Library errors (`StudioAlignError`) become a one-line `Error: ...` and exit code 2
-  here, and only here; `STUDIO_ALIGN_DEBUG=1` lets the traceback through instead.
+* Errors become a one-line `Error: ...` here, and only here (`cli_errors`), with
+  `STUDIO_ALIGN_DEBUG=1` letting the traceback through instead. Exit code 2 for every
+  cause a user can act on: a `StudioAlignError` (bad config, data, checkpoint, plugin),
+  an `OSError` (read-only or full disk, a directory where a file belongs, a missing or
+  unreadable file: the message names the path and the system's reason) and a
+  `UnicodeDecodeError` (a file that is not UTF-8). Anything else is a bug: exit code 1,
+  still one line, asking for a report.
 * Command modules: each command group lives in `studio_align/cli/<x>_cmd.py` and is
   listed once in `COMMAND_MODULES`. A module either decorates its command with
   `@main.command(...)`/`@main.group(...)` or exports a click command named after the
@@ -22,6 +27,7 @@ Design choices:
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import os
 from collections.abc import Iterator
@@ -59,20 +65,66 @@ class CliError(click.ClickException):
     exit_code = 2
 
 
+class InternalError(click.ClickException):
+    """An unexpected exception (a bug): one line and exit code 1."""
+
+    exit_code = 1
+
+
 def _debug() -> bool:
     return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def os_error_message(e: OSError) -> str:
+    """`PATH: reason` for an OSError, with a hint for the causes a user can fix."""
+    reason = e.strerror or _one_line(str(e)) or type(e).__name__
+    hints = {
+        errno.ENOSPC: " (the disk is full: free space and run again; a run resumes)",
+        errno.EROFS: " (read-only file system: choose a writable output folder)",
+        errno.EACCES: " (permission denied)",
+    }
+    where = e.filename if e.filename is not None else None
+    text = f"{where}: {reason}" if where is not None else reason
+    if e.filename2 is not None:
+        text += f" (-> {e.filename2})"
+    return text + hints.get(e.errno or 0, "")
+
+
 @contextlib.contextmanager
 def cli_errors() -> Iterator[None]:
-    """Turn `StudioAlignError` into `CliError` (unless `STUDIO_ALIGN_DEBUG=1`)."""
+    """Turn every error into a one-line `click` error (unless `STUDIO_ALIGN_DEBUG=1`)."""
     try:
         yield
+    except click.ClickException:
+        raise
     except StudioAlignError as e:
         if _debug():
             raise
-        message = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
-        raise CliError(message or type(e).__name__) from e
+        raise CliError(_one_line(str(e)) or type(e).__name__) from e
+    except OSError as e:
+        if _debug():
+            raise
+        raise CliError(os_error_message(e)) from e
+    except UnicodeDecodeError as e:
+        if _debug():
+            raise
+        raise CliError(
+            f"a file is not valid UTF-8 (byte {e.start}: {e.reason}); logs, configs and "
+            "datasets must be UTF-8"
+        ) from e
+    except (click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        if _debug():
+            raise
+        raise InternalError(
+            f"internal error: {type(e).__name__}: {_one_line(str(e))[:500]} "
+            f"(a bug: please report it; {DEBUG_ENV}=1 shows the traceback)"
+        ) from e
 
 
 class StudioAlignGroup(click.Group):

@@ -21,7 +21,6 @@ from studio_align.cli import main
 from studio_align.data.compile import InvalidLogError, compile_logs
 from studio_align.data.reader import InvalidLine, ReadSummary, validate_logs
 from studio_align.data.schemas import EVENT_TYPES
-from studio_align.errors import DataError
 from studio_align.plugins import get_host
 
 
@@ -44,6 +43,11 @@ def _print_summary(summary: ReadSummary) -> None:
     if summary.by_reason:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(summary.by_reason.items()))
         click.echo(f"invalid by reason: {reasons}")
+    for f in summary.incomplete_tails:
+        click.echo(
+            f"{f.path}: ends in an incomplete line ({f.incomplete_tail} bytes after the last "
+            "newline, not read: a writer may still be appending)"
+        )
     if summary.quarantine is not None:
         click.echo(f"quarantined {summary.invalid_count} line(s) to {summary.quarantine}")
 
@@ -84,16 +88,13 @@ def validate_cmd(
     Prints counts by event type and every invalid line as FILE:LINE: REASON: DETAIL.
     Exits 1 if a line is invalid and no --quarantine was given.
     """
-    try:
-        summary = validate_logs(
-            logs,
-            catalog=_catalog(),
-            check_images=check_images,
-            quarantine=quarantine,
-            on_invalid=None if as_json else _print_invalid,
-        )
-    except OSError as e:
-        raise DataError(str(e)) from e
+    summary = validate_logs(  # OSError (full disk, ...): one line from the root group
+        logs,
+        catalog=_catalog(),
+        check_images=check_images,
+        quarantine=quarantine,
+        on_invalid=None if as_json else _print_invalid,
+    )
     if as_json:
         click.echo(json.dumps(summary.to_dict(), ensure_ascii=False, indent=2))
     else:
@@ -153,8 +154,6 @@ def compile_cmd(
             _print_summary(e.summary)
             click.echo(f"Error: {e}", err=True)
         sys.exit(1)
-    except OSError as e:
-        raise DataError(str(e)) from e
     manifest: dict[str, Any] = result.manifest
     if as_json:
         click.echo(json.dumps(manifest, ensure_ascii=False, indent=2))

@@ -1,6 +1,13 @@
-"""`studio-align serve router`: the tuned router over HTTP."""
+"""`studio-align serve router`: the tuned router over HTTP.
+
+The admin token is read from `STUDIO_ALIGN_ADMIN_TOKEN` (or `--set admin_token=...` /
+the config file), never from a plain command-line option, where other users of the
+machine could read it in the process list.
+"""
 
 from __future__ import annotations
+
+import os
 
 import click
 
@@ -22,6 +29,11 @@ def serve() -> None:
     "--feedback-log", default=None, help="JSONL file that /v1/feedback appends route events to."
 )
 @click.option(
+    "--feedback-dir",
+    default=None,
+    help="Folder for the feedback log [default: beside the checkpoint].",
+)
+@click.option(
     "--abstain-below", default=None, type=float, help="Confidence below which responses abstain."
 )
 @click.option(
@@ -38,6 +50,7 @@ def serve_router(
     host: str | None,
     port: int | None,
     feedback_log: str | None,
+    feedback_dir: str | None,
     abstain_below: float | None,
     watch_seconds: float | None,
     config_path: str | None,
@@ -51,10 +64,18 @@ def serve_router(
         "host": host,
         "port": port,
         "feedback_log": feedback_log,
+        "feedback_dir": feedback_dir,
         "abstain_below": abstain_below,
         "watch_seconds": watch_seconds,
     }
     data.update({k: v for k, v in explicit.items() if v is not None})
+    token = os.environ.get("STUDIO_ALIGN_ADMIN_TOKEN")
+    if token and "admin_token" not in data:
+        data["admin_token"] = token
     cfg = validate(ServeConfig, data, source=config_path or "serve router")
-    click.echo(f"serving {cfg.checkpoint} on http://{cfg.host}:{cfg.port}", err=True)
+    click.echo(
+        f"serving {cfg.checkpoint} on http://{cfg.host}:{cfg.port} "
+        "(GET /healthz answers 503 until warm-up is done)",
+        err=True,
+    )
     run(cfg)

@@ -198,6 +198,7 @@ def compile_logs(
         on_invalid=on_invalid,
     )
     out = Path(out_dir)
+    created = not out.exists()  # a refused compile removes the folder it made
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".compile-", dir=out))
     try:
@@ -276,6 +277,8 @@ def compile_logs(
         return CompileResult(out, manifest, summary)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if created and not any(out.iterdir()):
+            out.rmdir()
 
 
 def load_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:

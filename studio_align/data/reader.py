@@ -4,10 +4,22 @@ Design choices:
 
 - **Binary, line by line.** Files are read as bytes and split on `\\n` only, so invalid
   UTF-8 is detected (not replaced) and a quarantined line is copied byte for byte with
-  its original ending (`\\n`, `\\r\\n`, or none on a last line without a final newline).
-  Memory is bounded by the longest line, and lines longer than `max_line_bytes` are
-  themselves invalid (`line_too_long`) and streamed to quarantine in chunks, so peak
-  memory does not grow with the log or with a runaway line.
+  its original ending (`\\n` or `\\r\\n`). Memory is bounded by the longest line, and
+  lines whose content (without its ending) is longer than `max_line_bytes` are themselves
+  invalid (`line_too_long`) and streamed to quarantine in chunks, so peak memory does not
+  grow with the log or with a runaway line.
+- **Only complete lines are read.** A log may be read while a writer appends to it, and
+  a writer may append one line in two `write()` calls. Reading stops at the last
+  newline: bytes after it are an `incomplete_tail` (reported per file with its size, never
+  invalid, never quarantined, not counted as a line), and the reader does not look past
+  it, so the rest of that line, arriving later, is never mistaken for a line of its own.
+  The next read, once the writer has finished the line, reads it whole.
+- **Quarantine never touches an input**: a quarantine path that is an input, or a hard
+  link or symlink to one (the same device and inode), is refused before anything is
+  opened for writing.
+- **Image paths are confined**: an image named by a log must resolve (symlinks followed)
+  inside the log's folder or `images_root`; an absolute path, `..` or a symlink leading
+  elsewhere makes the line invalid (`image_outside_root`) unless `allow_external_images`.
 - **Every physical line is accounted for**: `total == valid + invalid + blank`. A blank
   line (only whitespace) carries no event; it is skipped and *counted* (`blank`), not
   treated as invalid and not quarantined, so a trailing empty line does not fail a log.
@@ -70,6 +82,7 @@ class Reason(StrEnum):
     INVALID_PLAN = "invalid_plan"
     MISSING_IMAGE = "missing_image"
     LINE_TOO_LONG = "line_too_long"
+    IMAGE_OUTSIDE_ROOT = "image_outside_root"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +111,7 @@ class FileCounts:
     valid: int = 0
     invalid: int = 0
     blank: int = 0
+    incomplete_tail: int = 0  # bytes after the last newline (not read)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +120,7 @@ class FileCounts:
             "valid": self.valid,
             "invalid": self.invalid,
             "blank": self.blank,
+            "incomplete_tail": self.incomplete_tail,
         }
 
 
@@ -132,6 +147,11 @@ class ReadSummary:
     def ok(self) -> bool:
         return self.invalid_count == 0
 
+    @property
+    def incomplete_tails(self) -> list[FileCounts]:
+        """Files that end in a partial line (a writer may still be appending)."""
+        return [f for f in self.files if f.incomplete_tail]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "total_lines": self.total_lines,
@@ -143,6 +163,7 @@ class ReadSummary:
             "invalid_lines": [x.to_dict() for x in self.invalid],
             "invalid_not_kept": self.invalid_not_kept,
             "files": [f.to_dict() for f in self.files],
+            "incomplete_tail": {f.path: f.incomplete_tail for f in self.incomplete_tails},
             "quarantine": self.quarantine,
         }
 
@@ -214,6 +235,32 @@ def expand_log_paths(
     if not out:
         raise DataError("no log files given")
     return out
+
+
+def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)  # follows symlinks
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_quarantine_target(quarantine: str | os.PathLike[str], inputs: Iterable[Path]) -> None:
+    """Refuse a quarantine path that is an input or shares its inode (hard link, symlink)."""
+    target = _identity(quarantine)
+    real = os.path.realpath(quarantine)  # a dangling symlink would create its target
+    for p in inputs:
+        if (target is not None and target == _identity(p)) or real == os.path.realpath(p):
+            raise DataError(
+                f"quarantine file {quarantine} is the input log {p} (same file, hard link or "
+                "symlink); writing it would destroy the input: choose another path"
+            )
+
+
+def confined(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether `path`, symlinks resolved, lies inside one of `roots` (resolved folders)."""
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 class _Quarantine:
@@ -302,11 +349,20 @@ class LogReader:
         on_invalid: Callable[[InvalidLine], None] | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         keep_invalid: int = DEFAULT_KEEP_INVALID,
+        images_root: str | os.PathLike[str] | None = None,
+        allow_external_images: bool = False,
     ) -> None:
         if isinstance(paths, str | os.PathLike):
             paths = [paths]
         q_path = quarantine if isinstance(quarantine, str | os.PathLike) else None
         self.paths = expand_log_paths(paths, exclude=q_path)
+        if q_path is not None:
+            check_quarantine_target(q_path, self.paths)
+        self.images_root = (
+            os.path.realpath(os.path.expanduser(images_root)) if images_root is not None else None
+        )
+        self.allow_external_images = allow_external_images
+        self._confined = functools.lru_cache(maxsize=65536)(confined)
         self.catalog = catalog if catalog is not None else default_catalog()
         self.check_images = check_images
         self.quarantine = quarantine
@@ -349,6 +405,7 @@ class LogReader:
         summary.files.append(counts)
         base_dir = str(path.resolve().parent)
         limit = self.max_line_bytes
+        roots = (os.path.realpath(base_dir),) + ((self.images_root,) if self.images_root else ())
         validate = EVENT_ADAPTER.validator.validate_json  # the core validator: no wrapper cost
         lineno = 0
         try:
@@ -358,14 +415,17 @@ class LogReader:
         with f:
             readline = f.readline
             while True:
-                raw = readline(limit + 1)
+                raw = readline(limit + 2)  # room for the content, `\r` and `\n`
                 if not raw:
+                    break
+                if not raw.endswith(b"\n") and len(raw) < limit + 2:
+                    counts.incomplete_tail = len(raw)  # a partial last line: stop here
                     break
                 lineno += 1
                 counts.lines += 1
                 summary.total_lines += 1
 
-                if len(raw) > limit:  # longer than allowed: consume (and copy) the rest
+                if len(raw) - _ending(raw) > limit:  # too long: consume (and copy) the rest
                     size = len(raw)
                     if quarantine is not None:
                         quarantine.start()
@@ -402,7 +462,7 @@ class LogReader:
                     )
                     continue
 
-                problem = self._context_problem(event, base_dir)
+                problem = self._context_problem(event, base_dir, roots)
                 if problem is not None:
                     reason, detail = problem
                     self._invalid(
@@ -415,10 +475,25 @@ class LogReader:
                 summary.by_type[event.type] += 1
                 yield Entry(event, path, lineno, base_dir)
 
-    def _context_problem(self, event: AnyEvent, base_dir: str) -> tuple[Reason, str] | None:
+    def _context_problem(
+        self, event: AnyEvent, base_dir: str, roots: tuple[str, ...]
+    ) -> tuple[Reason, str] | None:
         if isinstance(event, RouteEvent):
             return route_problem(event, self._steps, self._plan_problems)
-        elif self.check_images:
+        if not self.allow_external_images:
+            outside = [
+                f"{loc} {image!r}"
+                for loc, image in image_fields(event)
+                if not self._confined(os.path.normpath(os.path.join(base_dir, image)), roots)
+            ]
+            if outside:
+                where = (
+                    "outside the log's folder and images_root"
+                    if self.images_root
+                    else "outside the log's folder (set images_root or allow_external_images)"
+                )
+                return Reason.IMAGE_OUTSIDE_ROOT, "; ".join(outside) + f": resolves {where}"
+        if self.check_images:
             missing = []
             for loc, image in image_fields(event):
                 full = os.path.normpath(os.path.join(base_dir, image))
@@ -453,6 +528,13 @@ class LogReader:
             quarantine.write(raw)
         if self.on_invalid is not None:
             self.on_invalid(bad)
+
+
+def _ending(raw: bytes) -> int:
+    """Length of the line ending of `raw` (`\\r\\n`: 2, `\\n`: 1, none: 0)."""
+    if raw.endswith(b"\r\n"):
+        return 2
+    return 1 if raw.endswith(b"\n") else 0
 
 
 def validate_logs(

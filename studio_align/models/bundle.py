@@ -15,6 +15,14 @@ Design choices:
   names them, never a silent partial load.
 - LoRA adapters (when the config has LoRA) are saved with the base weights, so a bundle
   rebuilds exactly the trained module; `models.lora.merge_lora` folds them if wanted.
+- **A bundle never chooses code.** `bundle.json` names its model and config classes, but
+  loading looks those names up in a registry (`BUNDLE_CLASSES`: the built-in decoder LM
+  plus whatever `register_bundle_classes` added, e.g. from a plugin module); it never
+  imports a module named by the file. An unknown name is a `CheckpointError` that lists
+  the registered ones, so a bundle from an untrusted source cannot run code on load.
+- Every way a bundle can be broken (unreadable or invalid JSON, a config that does not
+  validate, a truncated or corrupt safetensors file) is a `CheckpointError` naming the
+  file, never a raw exception.
 """
 
 from __future__ import annotations
@@ -28,12 +36,41 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from pydantic import ValidationError
 
 from studio_align.errors import CheckpointError
+from studio_align.models.config import ModelConfig
 from studio_align.models.tokenizer import Tokenizer
+from studio_align.models.transformer import Transformer
 
 FORMAT = "studio-align/model-bundle"
 VERSION = 1
+
+
+def qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+# name in bundle.json -> class; filled with the built-ins and by `register_bundle_classes`
+BUNDLE_CLASSES: dict[str, type] = {
+    qualname(Transformer): Transformer,
+    qualname(ModelConfig): ModelConfig,
+}
+
+
+def register_bundle_classes(*classes: type) -> None:
+    """Allow bundles naming these model/config classes to be loaded (plugins call this).
+
+    Registering the same class again is a no-op; another class under a taken name is an
+    error, so a plugin cannot replace a built-in.
+    """
+    for cls in classes:
+        if not isinstance(cls, type):
+            raise CheckpointError(f"register_bundle_classes: {cls!r} is not a class")
+        name = qualname(cls)
+        if BUNDLE_CLASSES.get(name, cls) is not cls:
+            raise CheckpointError(f"bundle class {name!r} is already registered")
+        BUNDLE_CLASSES[name] = cls
 
 
 @dataclass
@@ -93,44 +130,76 @@ def save_model_bundle(
     meta = {
         "format": FORMAT,
         "version": VERSION,
-        "model_class": f"{type(model).__module__}.{type(model).__qualname__}",
-        "config_class": f"{type(cfg).__module__}.{type(cfg).__qualname__}",
+        "model_class": qualname(type(model)),
+        "config_class": qualname(type(cfg)),
         "extra": extra or {},
     }
     (d / "bundle.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
     return d
 
 
-def _import(qualname: str) -> Any:
-    module, _, name = qualname.rpartition(".")
-    import importlib
+def _registered(meta_path: Path, meta: dict[str, Any], key: str) -> Any:
+    name = meta.get(key)
+    cls = BUNDLE_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        known = ", ".join(sorted(BUNDLE_CLASSES))
+        raise CheckpointError(
+            f"{meta_path}: {key} {name!r} is not a registered bundle class (registered: {known})"
+        )
+    return cls
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(f"{path}: unreadable or invalid JSON ({e})") from None
+
+
+def _load_tensors(path: Path) -> dict[str, np.ndarray]:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
 
     try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise CheckpointError(f"bundle names {qualname!r}, which cannot be imported: {e}") from e
+        return load_file(str(path))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing") from None
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({e})") from None
 
 
 def load_model_bundle(directory: str | Path) -> ModelBundle:
     """Rebuild the model, tokenizer and metadata saved by `save_model_bundle`."""
-    from safetensors.numpy import load_file
-
     d = Path(directory)
     meta_path = d / "bundle.json"
-    if not meta_path.exists():
+    if not meta_path.is_file():
         raise CheckpointError(f"{d}: not a model bundle (no bundle.json)")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    if meta.get("format") != FORMAT or int(meta.get("version", 0)) > VERSION:
+    meta = _read_json(meta_path)
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{meta_path}: not a JSON object")
+    version = meta.get("version", 0)
+    if meta.get("format") != FORMAT or not isinstance(version, int) or version > VERSION:
         raise CheckpointError(
             f"{meta_path}: unsupported bundle format {meta.get('format')!r} "
             f"version {meta.get('version')!r}"
         )
-    cfg_cls = _import(meta["config_class"])
-    model_cls = _import(meta["model_class"])
-    cfg = cfg_cls.model_validate_json((d / "model_config.json").read_text(encoding="utf-8"))
-    abstract = nnx.eval_shape(lambda: model_cls(cfg, rngs=nnx.Rngs(0)))
+    cfg_cls = _registered(meta_path, meta, "config_class")
+    model_cls = _registered(meta_path, meta, "model_class")
+    cfg_path = d / "model_config.json"
+    try:
+        cfg = cfg_cls.model_validate(_read_json(cfg_path))
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<root>"
+        raise CheckpointError(f"{cfg_path}: {where}: {first['msg']}") from None
+    try:
+        abstract = nnx.eval_shape(lambda: model_cls(cfg, rngs=nnx.Rngs(0)))
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{cfg_path}: cannot build {meta['model_class']}: {e}") from None
     graphdef, state = nnx.split(abstract)
-    tensors = load_file(str(d / "params.safetensors"))
+    tensors = _load_tensors(d / "params.safetensors")
     flat = nnx.to_flat_state(state)
     expected = {_key(p) for p, v in flat if _saveable_abstract(v)}
     missing = sorted(expected - tensors.keys())
@@ -156,7 +225,10 @@ def load_model_bundle(directory: str | Path) -> ModelBundle:
     tokenizer = None
     if (d / "tokenizer.json").exists():
 
-        tokenizer = Tokenizer.load(d / "tokenizer.json")
+        try:
+            tokenizer = Tokenizer.load(d / "tokenizer.json")
+        except Exception as e:  # the tokenizers library raises its own untyped errors
+            raise CheckpointError(f"{d / 'tokenizer.json'}: cannot load tokenizer ({e})") from None
     return ModelBundle(
         model=model, tokenizer=tokenizer, config=cfg, extra=meta.get("extra", {}), path=d
     )

@@ -30,7 +30,7 @@ from typing import Any
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 
-from studio_align.errors import ModelLoadError
+from studio_align.errors import ConfigError, ModelLoadError
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 BASE_SPECIALS = (PAD, BOS, EOS, UNK)
@@ -76,7 +76,7 @@ class Tokenizer:
         specials = list(dict.fromkeys([*BASE_SPECIALS, *special_tokens]))
         alphabet = pre_tokenizers.ByteLevel.alphabet()
         if vocab_size < len(specials) + len(alphabet):
-            raise ValueError(
+            raise ConfigError(
                 f"vocab_size {vocab_size} is below {len(specials) + len(alphabet)} "
                 "(special tokens + 256 byte symbols)"
             )

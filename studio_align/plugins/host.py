@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -44,6 +45,8 @@ from studio_align.plugins.registry import (
 )
 from studio_align.rewards import Reward, RewardScores, score_batch
 from studio_align.tasks import TaskSpec
+
+log = logging.getLogger("studio_align.plugins")
 
 ORIGINS = ("builtin", "entry point", "file", "module", "env", "manual")
 
@@ -107,6 +110,7 @@ class PluginHost(Discovery):
         self._commands: dict[str, click.Command] | None = None
         self._command_owner: dict[str, str] = {}
         self.blocked: set[str] = set()
+        self.metrics_hook_failures: dict[str, int] = {}  # plugin -> failed calls
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -192,6 +196,10 @@ class PluginHost(Discovery):
             return impl.function(*args)
         except PluginError:
             raise
+        except SystemExit as e:  # would end the process silently
+            raise PluginError(
+                f"plugin {impl.plugin_name!r} called sys.exit({e.code!r}) in hook {hook_name}"
+            ) from e
         except Exception as e:
             raise PluginError(
                 f"plugin {impl.plugin_name!r} raised {type(e).__name__} in hook {hook_name}: {e}"
@@ -317,10 +325,21 @@ class PluginHost(Discovery):
     def fire_metrics(
         self, *, run: str, step: int, metrics: Mapping[str, float], run_dir: str = ""
     ) -> None:
-        """Send one step's metrics to every `studio_align_on_metrics` implementation."""
+        """Send one step's metrics to every `studio_align_on_metrics` implementation.
+
+        A logger is an observer: one that raises (or calls `sys.exit`) is logged once per
+        plugin and counted in `metrics_hook_failures`, and the run goes on.
+        """
         for impl in self._impls(METRICS_HOOK):
             view = MappingProxyType(dict(metrics))
-            self._call(impl, METRICS_HOOK, run=run, step=step, metrics=view, run_dir=run_dir)
+            try:
+                self._call(impl, METRICS_HOOK, run=run, step=step, metrics=view, run_dir=run_dir)
+            except PluginError as e:
+                name = impl.plugin_name
+                first = name not in self.metrics_hook_failures
+                self.metrics_hook_failures[name] = self.metrics_hook_failures.get(name, 0) + 1
+                if first:
+                    log.warning("%s (further failures of this plugin are counted, not logged)", e)
 
     def has_checkpoint_hooks(self) -> bool:
         """Whether any plugin implements `studio_align_on_checkpoint`."""

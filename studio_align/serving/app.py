@@ -1,45 +1,81 @@
 """The router's HTTP app.
 
-Routes: `POST /v1/route` (one request or `{"requests": [...]}`), `POST /v1/feedback`,
-`GET /healthz`, `GET /metrics` (Prometheus text), `POST /admin/reload`, and FastAPI's
-`/openapi.json`. Bad input is always a 4xx with a reason: body size and content type are
-checked by a raw ASGI middleware before parsing, malformed JSON is a 400, schema errors a
-422 naming the field. The router object is swapped atomically on reload; a batch already
-running keeps the router it started with, so in-flight requests never fail.
+Routes: `GET /` (a short JSON index), `POST /v1/route` (one request or
+`{"requests": [...]}`), `POST /v1/feedback`, `GET /healthz`, `GET /metrics` (Prometheus
+text), `POST /admin/reload`, and FastAPI's `/openapi.json` and `/docs`.
+
+Design choices:
+
+* **Ready means compiled.** The app binds at once; the model is warmed up (every batch
+  bucket compiled) and probed in the background. Until then `/healthz` is 503
+  `{"status": "warming", "progress": ...}` and `/v1/route` is 503 with `Retry-After`, the
+  readiness contract load balancers expect. A model whose outputs are not finite makes
+  `/healthz` 503 `degraded` and its answers abstain.
+* **Every error has one shape**, `{"error": "..."}`, whatever raised it: the guard
+  middleware (limits, encoding), validation (naming only the form attempted: a single
+  request or a batch), routing (404/405) or the handlers.
+* **Reloads are guarded** (see `settings.py`, `health.py`): token when configured or when
+  bound beyond loopback, target under the checkpoint roots, a health probe before the
+  atomic swap. A batch already running keeps the router it started with, so in-flight
+  requests never fail. A failed load answers without naming paths; the detail is logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import Field
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from studio_align import __version__
 from studio_align.catalog import Catalog
-from studio_align.config import Strict
 from studio_align.serving.batcher import DynamicBatcher
-from studio_align.serving.feedback import FeedbackLog, check_route_event, route_event
-from studio_align.serving.metrics import Metrics
+from studio_align.serving.feedback import (
+    DuplicateEventError,
+    FeedbackLog,
+    check_route_event,
+    route_event,
+)
+from studio_align.serving.guard import Guard
+from studio_align.serving.health import ProbeFailed, probe
+from studio_align.serving.metrics import CONTENT_TYPE, Metrics
 from studio_align.serving.schemas import (
     BatchRouteRequest,
     BatchRouteResponse,
+    ErrorResponse,
     FeedbackRequest,
     FeedbackResponse,
+    HealthResponse,
+    IndexResponse,
     ReloadRequest,
     ReloadResponse,
     RouteRequest,
     RouteResponse,
 )
+from studio_align.serving.settings import (
+    ServeConfig,
+    check_bind,
+    feedback_path,
+    reload_roots,
+    token_matches,
+    within_roots,
+)
+from studio_align.serving.validation import describe_validation_error
+from studio_align.serving.warmup import Readiness, batch_buckets, warm
 
 log = logging.getLogger("studio_align.serving")
+Announce = Callable[[str], None]
+
+__all__ = ["RouterLike", "ServeConfig", "batch_buckets", "create_app", "load_router"]
 
 
 class RouterLike(Protocol):
@@ -51,44 +87,14 @@ class RouterLike(Protocol):
     def route(self, requests: list[dict[str, Any]]) -> tuple[list[list[str]], list[float]]: ...
 
 
-class ServeConfig(Strict):
-    checkpoint: str
-    host: str = "127.0.0.1"
-    port: int = 8000
-    feedback_log: str = "feedback/route_events.jsonl"
-    abstain_below: float = 0.5
-    max_batch: int = 64
-    # Batches are padded up to one of these sizes (repeating the last request), so only a
-    # few shapes are ever compiled; batch compute on CPU barely grows within a bucket.
-    batch_buckets: list[int] = Field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
-    max_wait_ms: float = 2.0
-    max_body_bytes: int = 64 * 1024
-    warmup: bool = True
-    watch_seconds: float = 0.0  # > 0: poll the checkpoint directory and reload on change
-    admin_token: str | None = None
-    # XLA's persistent compilation cache: a restarted server warms up from disk in seconds.
-    compile_cache_dir: str | None = "~/.cache/studio-align/xla"
-
-
 def load_router(path: str) -> RouterLike:
     from studio_align.intents.router import Router
 
     return Router.load(path)
 
 
-def batch_buckets(max_batch: int, buckets: list[int]) -> list[int]:
-    """The batch sizes the server runs: the configured buckets below `max_batch`, then it."""
-    return sorted({b for b in buckets if 0 < b < max_batch} | {max_batch})
-
-
-def _warmup(router: RouterLike, sizes: list[int]) -> None:
-    """Compile every batch bucket up front so no live request triggers a compile."""
-    fn = getattr(router, "warmup", None)
-    if callable(fn):
-        fn(sizes)
-        return
-    for b in sizes:
-        router.route([{"text": "warm up", "attachments": ["image"]}] * b)
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {c: {"model": ErrorResponse} for c in codes}
 
 
 def _checkpoint_stamp(path: str) -> float:
@@ -106,156 +112,149 @@ def _decode_compiles() -> int:
 
 
 class _State:
-    def __init__(self, cfg: ServeConfig, loader: Callable[[str], RouterLike]) -> None:
+    def __init__(
+        self, cfg: ServeConfig, loader: Callable[[str], RouterLike], announce: Announce
+    ) -> None:
         self.cfg = cfg
         self.loader = loader
+        self.announce = announce
         self.router: RouterLike | None = None
         self.checkpoint = cfg.checkpoint
+        self.roots = reload_roots(cfg)
         self.metrics = Metrics()
-        self.metrics.compile_count = _decode_compiles
-        self.feedback = FeedbackLog(cfg.feedback_log)
+        self.metrics.set_compile_counter(_decode_compiles)
+        self.feedback = FeedbackLog(feedback_path(cfg))
         self.sizes = batch_buckets(cfg.max_batch, cfg.batch_buckets)
+        self.ready = Readiness(total=len(self.sizes) if cfg.warmup else 0)
+        self.degraded: str | None = None
         self.reload_lock = asyncio.Lock()
-        self.batcher = DynamicBatcher(
-            self._route_batch,
-            max_batch=cfg.max_batch,
-            max_wait_ms=cfg.max_wait_ms,
-            on_batch=self.metrics.record_batch,
+        self.batcher: DynamicBatcher[dict[str, Any], tuple[list[str], float | None, str]] = (
+            DynamicBatcher(
+                self._route_batch,
+                max_batch=cfg.max_batch,
+                max_wait_ms=cfg.max_wait_ms,
+                on_batch=self.metrics.record_batch,
+            )
         )
 
-    def _route_batch(self, items: list[dict[str, Any]]) -> list[tuple[list[str], float, str]]:
+    def _route_batch(
+        self, items: list[dict[str, Any]]
+    ) -> list[tuple[list[str], float | None, str]]:
         router = self.router  # one reference for the whole batch: reload-safe
         assert router is not None
         size = next(b for b in self.sizes if b >= len(items))
         padded = items + [items[-1]] * (size - len(items))
         plans, confs = router.route(padded)
-        return [
-            (p, float(c), router.version)
-            for p, c in zip(plans[: len(items)], confs[: len(items)], strict=True)
-        ]
+        out: list[tuple[list[str], float | None, str]] = []
+        for p, c in zip(plans[: len(items)], confs[: len(items)], strict=True):
+            conf = float(c)
+            if not math.isfinite(conf):
+                self.metrics.nonfinite.inc()
+                if self.router is router:
+                    self.degraded = "the model produced a non-finite confidence"
+                out.append((p, None, router.version))
+            else:
+                out.append((p, conf, router.version))
+        return out
 
-    def load(self, checkpoint: str) -> RouterLike:
+    def load(self, checkpoint: str, progress: Callable[[int, int], None] | None = None) -> Any:
         router = self.loader(checkpoint)
         if self.cfg.warmup:
-            _warmup(router, self.sizes)
+            warm(router, self.sizes, progress)
+        probe(router, self.sizes)
         return router
 
 
-class _Guard:
-    """Raw ASGI middleware: body-size and content-type limits, per-path status metrics."""
+def create_app(
+    cfg: ServeConfig,
+    *,
+    loader: Callable[[str], RouterLike] = load_router,
+    announce: Announce | None = None,
+) -> FastAPI:
+    """The app for `cfg`; raises `ConfigError` for settings that would expose it."""
+    check_bind(cfg)
+    state = _State(cfg, loader, announce or log.info)
 
-    def __init__(self, app: Any, state: _State) -> None:
-        self.app = app
-        self.state = state
+    async def _start() -> None:
+        t0 = time.perf_counter()
 
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path: str = scope["path"]
-        status_box = {"status": 500}
-
-        async def send_wrapper(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status_box["status"] = message["status"]
-            await send(message)
-
-        reject = self._check_headers(scope)
-        if reject is not None:
-            await reject(scope, receive, send_wrapper)
-            self.state.metrics.record_request(path, status_box["status"])
-            return
-
-        limit = self.state.cfg.max_body_bytes
-        seen = 0
-
-        async def receive_limited() -> MutableMapping[str, Any]:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _BodyTooLarge()
-            return message
+        def progress(done: int, total: int) -> None:
+            state.ready.update(done, total)
+            state.metrics.warmup_progress.set(done / total if total else 1.0)
+            state.announce(f"warming up ({done}/{total} shapes)")
 
         try:
-            await self.app(scope, receive_limited, send_wrapper)
-        except _BodyTooLarge:
-            await _error(413, f"request body over {limit} bytes")(scope, receive, send_wrapper)
-        if path not in ("/v1/route",):  # route records its own latency
-            self.state.metrics.record_request(path, status_box["status"])
-
-    def _check_headers(
-        self, scope: MutableMapping[str, Any]
-    ) -> Callable[..., Awaitable[None]] | None:
-        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.state.cfg.max_body_bytes:
-            return _error(413, f"request body over {self.state.cfg.max_body_bytes} bytes")
-        if scope["method"] == "POST":
-            ctype = headers.get("content-type", "").split(";")[0].strip().lower()
-            if ctype != "application/json":
-                return _error(
-                    415, f"content type must be application/json, got {ctype or 'none'!r}"
-                )
-        return None
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-def _error(status: int, reason: str) -> JSONResponse:
-    return JSONResponse({"error": reason}, status_code=status)
-
-
-def create_app(cfg: ServeConfig, *, loader: Callable[[str], RouterLike] = load_router) -> FastAPI:
-    state = _State(cfg, loader)
+            router = await asyncio.to_thread(state.load, cfg.checkpoint, progress)
+        except ProbeFailed as e:
+            state.degraded = str(e)
+            state.ready.fail(str(e))
+            state.announce(f"not ready: {e}")
+            return
+        except Exception as e:
+            log.error("loading %s failed: %s", cfg.checkpoint, e)
+            state.ready.fail("the model could not be loaded (see the server log)")
+            state.announce(f"not ready: loading the model failed: {e}")
+            return
+        state.router = router
+        state.metrics.set_model_version(router.version)
+        state.metrics.warmup_progress.set(1.0)
+        state.ready.finish()
+        state.announce(f"ready in {time.perf_counter() - t0:.1f} s")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
-        state.router = await asyncio.to_thread(state.load, cfg.checkpoint)
-        state.metrics.model_version = state.router.version
         await state.batcher.start()
+        starter = asyncio.create_task(_start())
         watcher = asyncio.create_task(_watch(state)) if cfg.watch_seconds > 0 else None
         yield
-        if watcher is not None:
-            watcher.cancel()
+        for task in (starter, watcher):
+            if task is not None:
+                task.cancel()
         await state.batcher.stop()
 
-    app = FastAPI(title="studio-align router", version="1", lifespan=lifespan)
+    app = FastAPI(title="studio-align router", version=__version__, lifespan=lifespan)
     app.state.serve = state
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        if any(e.get("type") == "json_invalid" for e in errors):
-            return _error(400, "malformed JSON body")
-        reasons = []
-        for e in errors:
-            loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
-            reasons.append(f"{loc or 'body'}: {e.get('msg')}")
-        return _error(422, "; ".join(reasons))
+        status, reason = describe_validation_error(exc)
+        return _error(status, reason)
 
-    @app.exception_handler(HTTPException)
-    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail))
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), exc.headers)
 
-    def _response(result: tuple[list[str], float, str], start: float) -> RouteResponse:
+    def _response(result: tuple[list[str], float | None, str], start: float) -> RouteResponse:
         plan, conf, version = result
-        abstain = conf < cfg.abstain_below
+        abstain = conf is None or conf < cfg.abstain_below
         if abstain:
-            state.metrics.abstains += 1
+            state.metrics.abstains.inc()
         return RouteResponse(
             plan=plan,
-            confidence=conf,
+            confidence=0.0 if conf is None else conf,
             abstain=abstain,
             model_version=version,
             latency_ms=(time.perf_counter() - start) * 1000.0,
         )
 
-    @app.post("/v1/route", response_model=RouteResponse | BatchRouteResponse)
+    @app.get("/", response_model=IndexResponse)
+    async def index() -> IndexResponse:
+        return IndexResponse(
+            name="studio-align router",
+            version=__version__,
+            model=state.router.version if state.router is not None else None,
+            links={"docs": "/docs", "openapi": "/openapi.json", "metrics": "/metrics",
+                   "health": "/healthz", "route": "/v1/route", "feedback": "/v1/feedback"},
+        )  # fmt: skip
+
+    @app.post(
+        "/v1/route",
+        response_model=RouteResponse | BatchRouteResponse,
+        responses=_errors(400, 413, 415, 422, 503),
+    )
     async def route(body: RouteRequest | BatchRouteRequest) -> RouteResponse | BatchRouteResponse:
+        if state.router is None:
+            raise HTTPException(503, "the model is warming up", headers={"Retry-After": "5"})
         start = time.perf_counter()
         if isinstance(body, BatchRouteRequest):
             results = await state.batcher.submit_many([r.model_dump() for r in body.requests])
@@ -264,10 +263,12 @@ def create_app(cfg: ServeConfig, *, loader: Callable[[str], RouterLike] = load_r
             )
         else:
             out = _response(await state.batcher.submit(body.model_dump()), start)
-        state.metrics.record_request("/v1/route", 200, (time.perf_counter() - start) * 1000.0)
+        state.metrics.route_latency.observe(time.perf_counter() - start)
         return out
 
-    @app.post("/v1/feedback", response_model=FeedbackResponse)
+    @app.post(
+        "/v1/feedback", response_model=FeedbackResponse, responses=_errors(400, 409, 413, 415, 422)
+    )
     async def feedback(body: FeedbackRequest) -> FeedbackResponse:
         catalog = state.router.catalog if state.router is not None else Catalog()
         event = route_event(
@@ -277,49 +278,96 @@ def create_app(cfg: ServeConfig, *, loader: Callable[[str], RouterLike] = load_r
             outcome=body.outcome,
             creator=body.creator,
             session=body.session,
+            event_id=body.id,
         )
         problem = check_route_event(event, catalog)
         if problem is not None:
             raise HTTPException(422, problem)
-        await asyncio.to_thread(state.feedback.append, event)
-        state.metrics.feedback += 1
-        return FeedbackResponse(id=event["id"])
+        try:
+            written = await asyncio.to_thread(state.feedback.append, event)
+        except DuplicateEventError as e:
+            raise HTTPException(409, str(e)) from None
+        (state.metrics.feedback if written else state.metrics.feedback_duplicates).inc()
+        return FeedbackResponse(id=event["id"], written=written)
 
-    @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
+    @app.get("/healthz", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
+    async def healthz() -> JSONResponse:
         version = state.router.version if state.router is not None else None
-        return {"status": "ok" if version else "loading", "model_version": version}
+        if state.degraded is not None:
+            body = HealthResponse(status="degraded", model_version=version, reason=state.degraded)
+        elif state.router is None:
+            body = HealthResponse(
+                status="warming", progress=state.ready.progress(), reason=state.ready.error
+            )
+        else:
+            body = HealthResponse(status="ok", model_version=version)
+        code = 200 if body.status == "ok" else 503
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=code)
 
-    @app.get("/metrics", response_class=PlainTextResponse)
-    async def metrics() -> str:
-        return state.metrics.render()
+    @app.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE: {}}}})
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type=CONTENT_TYPE)
 
-    @app.post("/admin/reload", response_model=ReloadResponse)
+    @app.post(
+        "/admin/reload",
+        response_model=ReloadResponse,
+        responses=_errors(400, 401, 403, 409, 413, 415, 422),
+    )
     async def reload(
-        body: ReloadRequest, x_admin_token: str | None = Header(default=None)
+        body: ReloadRequest,
+        x_admin_token: str | None = Header(default=None, max_length=1024),
     ) -> ReloadResponse:
-        if cfg.admin_token is not None and x_admin_token != cfg.admin_token:
-            raise HTTPException(403, "admin token required (X-Admin-Token header)")
+        if cfg.admin_token is not None and not token_matches(cfg.admin_token, x_admin_token):
+            state.metrics.reload_failures.labels(reason="unauthorized").inc()
+            if x_admin_token is None:
+                raise HTTPException(401, "admin token required (X-Admin-Token header)")
+            raise HTTPException(403, "wrong admin token")
         return await _reload(state, body.checkpoint)
 
-    app.add_middleware(_Guard, state=state)
+    return _wrap(app, state)
+
+
+def _wrap(app: FastAPI, state: _State) -> FastAPI:
+    app.add_middleware(Guard, metrics=state.metrics, max_body_bytes=state.cfg.max_body_bytes)
     return app
 
 
+def _error(status: int, reason: str, headers: Any = None) -> JSONResponse:
+    return JSONResponse({"error": reason}, status_code=status, headers=headers)
+
+
 async def _reload(state: _State, checkpoint: str | None) -> ReloadResponse:
+    refused = state.metrics.reload_failures
+    if checkpoint is None:
+        target = state.checkpoint  # the trusted starting (or last reloaded) checkpoint
+    else:
+        resolved = within_roots(checkpoint, state.roots)
+        if resolved is None:
+            refused.labels(reason="outside_roots").inc()
+            raise HTTPException(403, "checkpoint is not under the configured checkpoint_roots")
+        target = str(resolved)
+    if state.reload_lock.locked():
+        refused.labels(reason="busy").inc()
+        raise HTTPException(409, "a reload is already in progress")
     async with state.reload_lock:
         start = time.perf_counter()
-        target = checkpoint or state.checkpoint
         try:
             new = await asyncio.to_thread(state.load, target)
+        except ProbeFailed as e:
+            refused.labels(reason="probe").inc()
+            raise HTTPException(422, f"reload refused: {e}") from None
         except Exception as e:
-            state.metrics.reload_failures += 1
-            raise HTTPException(422, f"reload of {target!r} failed: {e}") from e
+            refused.labels(reason="load").inc()
+            log.warning("reload of %s failed: %s: %s", target, type(e).__name__, e)
+            raise HTTPException(
+                422, "reload failed: the checkpoint could not be loaded (details in the server log)"
+            ) from None
         previous = state.router.version if state.router is not None else ""
         state.router = new  # atomic swap; running batches keep their reference
+        state.degraded = None
         state.checkpoint = target
-        state.metrics.model_version = new.version
-        state.metrics.reloads += 1
+        state.metrics.set_model_version(new.version)
+        state.metrics.reloads.inc()
         return ReloadResponse(
             model_version=new.version,
             previous_version=previous,
@@ -332,15 +380,10 @@ async def _watch(state: _State) -> None:
     while True:
         await asyncio.sleep(state.cfg.watch_seconds)
         now = _checkpoint_stamp(state.checkpoint)
-        if now != stamp:
+        if now != stamp and state.router is not None:
             stamp = now
             # a half-written checkpoint fails to load: keep serving, retry on the next change
             try:
                 await _reload(state, None)
             except HTTPException as e:
-                state.metrics.reload_failures += 1
-                log.warning(
-                    "watched reload failed, still serving %s: %s",
-                    state.metrics.model_version,
-                    e.detail,
-                )
+                log.warning("watched reload failed, still serving: %s", e.detail)

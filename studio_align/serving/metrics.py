@@ -1,84 +1,125 @@
-"""Prometheus text-format metrics, kept by hand (no client library needed).
+"""The server's Prometheus metrics, through `prometheus_client`.
 
-Counters by route and status, a latency histogram, a batch-size histogram and the
-served model version. Everything is updated from the event loop thread or under a lock.
+Design choices:
+
+* One `CollectorRegistry` per app (not the process-global one), so two apps in one
+  process (tests) never collide and `/metrics` shows only this server.
+* **Label values are bounded sets.** A request is labelled with the route *template*
+  it matched (`/v1/route`, `/healthz`, ...) or `"unmatched"`, its method (or `"OTHER"`)
+  and its status code, never with the raw path: a client cannot add series, and the
+  text exposition is escaped by the library, so a path cannot forge a line.
+* Times are in seconds (Prometheus convention); every metric has a HELP line.
+* The served model version is an info-style gauge that keeps exactly one series: the
+  previous version's series is removed on a swap.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from collections.abc import Callable
 
-LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 30, 50, 75, 100, 200, 500, 1000, 5000)
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-
-class Histogram:
-    def __init__(self, buckets: tuple[float, ...]) -> None:
-        self.buckets = buckets
-        self.counts = [0] * len(buckets)
-        self.total = 0
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.total += 1
-        self.sum += value
-        for i, b in enumerate(self.buckets):
-            if value <= b:
-                self.counts[i] += 1
-
-    def render(self, name: str) -> list[str]:
-        lines = [f"# TYPE {name} histogram"]
-        for b, c in zip(self.buckets, self.counts, strict=True):
-            lines.append(f'{name}_bucket{{le="{b}"}} {c}')
-        lines.append(f'{name}_bucket{{le="+Inf"}} {self.total}')
-        lines.append(f"{name}_sum {self.sum}")
-        lines.append(f"{name}_count {self.total}")
-        return lines
+UNMATCHED = "unmatched"
+METHODS = frozenset({"GET", "POST", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"})
+LATENCY_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1, 5)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: dict[tuple[str, int], int] = defaultdict(int)
-        self.latency = Histogram(LATENCY_BUCKETS_MS)
-        self.batch_size = Histogram(BATCH_BUCKETS)
-        self.abstains = 0
-        self.feedback = 0
-        self.reloads = 0
-        self.reload_failures = 0
-        self.model_version = ""
-        self.compile_count: Callable[[], int] | None = None
+    """Counters, histograms and gauges of one server; `render()` is the `/metrics` body."""
 
-    def record_request(self, path: str, status: int, latency_ms: float | None = None) -> None:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "studio_align_requests",
+            "HTTP requests by route template (or 'unmatched'), method and status code.",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "studio_align_request_duration_seconds",
+            "Time from request start to the end of the response, by route template.",
+            ["route"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.route_latency = Histogram(
+            "studio_align_route_latency_seconds",
+            "Latency of successful /v1/route calls, including batching wait.",
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "studio_align_batch_size",
+            "Requests per model call made by the dynamic batcher (before bucket padding).",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.abstains = Counter(
+            "studio_align_abstain", "Routed requests answered with abstain=true.", registry=r
+        )
+        self.nonfinite = Counter(
+            "studio_align_nonfinite_outputs",
+            "Routed requests whose confidence was NaN or infinite (the server reports degraded).",
+            registry=r,
+        )
+        self.feedback = Counter(
+            "studio_align_feedback", "Route events appended to the feedback log.", registry=r
+        )
+        self.feedback_duplicates = Counter(
+            "studio_align_feedback_duplicates",
+            "Feedback posts whose event id was already written (not written again).",
+            registry=r,
+        )
+        self.reloads = Counter(
+            "studio_align_reloads", "Successful model reloads (hot swaps).", registry=r
+        )
+        self.reload_failures = Counter(
+            "studio_align_reload_failures",
+            "Reloads refused or failed, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.warmup_progress = Gauge(
+            "studio_align_warmup_progress",
+            "Fraction of batch shapes compiled for the model being warmed up (1 when ready).",
+            registry=r,
+        )
+        self.model_info = Gauge(
+            "studio_align_model_info", "The served model version (value is always 1).",
+            ["version"], registry=r,
+        )  # fmt: skip
+        self._compiles = Gauge(
+            "studio_align_decode_compiles",
+            "Traces of the sampler's decode function so far (constant after warm-up).",
+            registry=r,
+        )
+        self._lock = threading.Lock()
+        self._version: str | None = None
+
+    def set_compile_counter(self, fn: Callable[[], int]) -> None:
+        self._compiles.set_function(lambda: float(fn()))
+
+    def set_model_version(self, version: str) -> None:
         with self._lock:
-            self.requests[(path, status)] += 1
-            if latency_ms is not None and status < 400:
-                self.latency.observe(latency_ms)
+            if self._version is not None and self._version != version:
+                self.model_info.remove(self._version)
+            self._version = version
+            self.model_info.labels(version=version).set(1)
+
+    def record_request(self, route: str | None, method: str, status: int, seconds: float) -> None:
+        """Count one finished request; `route` is the matched template or None."""
+        label = route or UNMATCHED
+        self.requests.labels(
+            route=label, method=method if method in METHODS else "OTHER", status=str(status)
+        ).inc()
+        self.duration.labels(route=label).observe(seconds)
 
     def record_batch(self, size: int) -> None:
-        with self._lock:
-            self.batch_size.observe(size)
+        self.batch_size.observe(size)
 
-    def render(self) -> str:
-        with self._lock:
-            lines = ["# TYPE studio_align_requests_total counter"]
-            for (path, status), n in sorted(self.requests.items()):
-                lines.append(f'studio_align_requests_total{{path="{path}",status="{status}"}} {n}')
-            lines += self.latency.render("studio_align_route_latency_ms")
-            lines += self.batch_size.render("studio_align_batch_size")
-            lines.append("# TYPE studio_align_abstain_total counter")
-            lines.append(f"studio_align_abstain_total {self.abstains}")
-            lines.append("# TYPE studio_align_feedback_total counter")
-            lines.append(f"studio_align_feedback_total {self.feedback}")
-            lines.append("# TYPE studio_align_reloads_total counter")
-            lines.append(f"studio_align_reloads_total {self.reloads}")
-            lines.append("# TYPE studio_align_reload_failures_total counter")
-            lines.append(f"studio_align_reload_failures_total {self.reload_failures}")
-            if self.compile_count is not None:
-                lines.append("# TYPE studio_align_decode_compiles gauge")
-                lines.append(f"studio_align_decode_compiles {self.compile_count()}")
-            lines.append("# TYPE studio_align_model_info gauge")
-            lines.append(f'studio_align_model_info{{version="{self.model_version}"}} 1')
-            return "\n".join(lines) + "\n"
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

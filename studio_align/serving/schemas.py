@@ -6,9 +6,9 @@ body is a 422 with a reason before any model work is done.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from studio_align.catalog import ATTACHMENT_KINDS
 
@@ -44,10 +44,19 @@ class BatchRouteResponse(BaseModel):
     results: list[RouteResponse]
 
 
+EVENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+
 class FeedbackRequest(BaseModel):
-    """What the platform saw after routing: the plan proposed and what the creator ran."""
+    """What the platform saw after routing: the plan proposed and what the creator ran.
+
+    `id` is the event id and the idempotency key: posting the same event again (a retry)
+    writes nothing the second time. Without an id the server makes one, and a retry
+    cannot be recognised.
+    """
 
     model_config = ConfigDict(extra="forbid")
+    id: str | None = Field(default=None, pattern=EVENT_ID_PATTERN)
     request: RouteRequest
     proposed: list[str] = Field(min_length=1, max_length=16)
     final: list[str] | None = Field(default=None, max_length=16)  # required when rerouted
@@ -55,10 +64,36 @@ class FeedbackRequest(BaseModel):
     creator: str = Field(min_length=1, max_length=200)
     session: str = Field(min_length=1, max_length=200)
 
+    @model_validator(mode="after")
+    def _abandoned_has_no_final(self) -> FeedbackRequest:
+        if self.outcome == "abandoned" and self.final is not None:
+            raise ValueError("an abandoned route has no final plan: omit `final` or send null")
+        return self
+
 
 class FeedbackResponse(BaseModel):
     id: str
-    written: bool = True
+    written: bool = True  # False: an event with this id was already in the log
+
+
+class ErrorResponse(BaseModel):
+    """Every error the server answers with, whatever the status."""
+
+    error: str
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok", "warming", "degraded", "loading"]
+    model_version: str | None = None
+    progress: dict[str, Any] | None = None
+    reason: str | None = None
+
+
+class IndexResponse(BaseModel):
+    name: str
+    version: str
+    model: str | None
+    links: dict[str, str]
 
 
 class ReloadRequest(BaseModel):

@@ -26,8 +26,9 @@ BatchSource = Callable[[int], HostBatch]
 class ArrayBatches:
     """Shuffled fixed-size batches over equal-length arrays, reshuffled every epoch.
 
-    The last partial batch of an epoch is dropped (fixed shapes); with fewer examples
-    than `batch_size`, examples are sampled with wrap-around so a batch is always full.
+    The last partial batch of an epoch is dropped (fixed shapes). A `batch_size` larger
+    than the data is refused up front (a typo, not a plan: it would repeat examples
+    within one step and allocate batches the data cannot fill).
     """
 
     def __init__(
@@ -45,6 +46,10 @@ class ArrayBatches:
         self.n = next(iter(sizes.values()))
         if self.n == 0:
             raise DataError("no training examples")
+        if batch_size > self.n:
+            raise DataError(
+                f"train.batch_size ({batch_size}) is larger than the {self.n} training examples"
+            )
         self.batch_size = batch_size
         self.seed = seed
         self.shuffle = shuffle

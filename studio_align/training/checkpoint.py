@@ -11,10 +11,18 @@ Design choices:
   types and makes a changed model a clear `CheckpointError`, not a silent partial load.
 - Typed PRNG keys (an `nnx.Rngs` in the model) are stored as their raw key data.
 - Saves are asynchronous by default; `wait()` blocks until the last one is on disk.
+- **A corrupt latest checkpoint falls back to the previous good one.** `restore(step)`
+  tries `step`, then each older step, newest first. A step that cannot be read (torn
+  JSON record, truncated arrays, a kill during a save) is reported (a warning and
+  `Checkpointer.fallbacks`), moved aside to `<step>.corrupt` so later saves and
+  `latest_step` ignore it, and the run continues from the newest step that restores.
+  A checkpoint that reads fine but does not fit the model (`paths`/`shapes` differ) is
+  not corruption: that is a `CheckpointError` at once, never a silent fall back.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +34,12 @@ from pydantic import Field
 
 from studio_align.config import Strict
 from studio_align.errors import CheckpointError
+
+log = logging.getLogger("studio_align.training")
+
+
+class _Unreadable(Exception):
+    """A step's files cannot be read back (as opposed to not fitting the model)."""
 
 
 class CheckpointConfig(Strict):
@@ -59,6 +73,7 @@ class Checkpointer:
             enable_async_checkpointing=async_save,
         )
         self._mgr = ocp.CheckpointManager(self.directory, options=options)
+        self.fallbacks: list[str] = []  # one line per corrupt step skipped on restore
 
     def latest_step(self) -> int | None:
         return self._mgr.latest_step()
@@ -89,8 +104,59 @@ class Checkpointer:
         self._mgr.save(step, args=ocp.args.Composite(**args), force=True)
 
     def restore(self, step: int, like: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Restore step `step` into trees shaped and sharded like `like`; return (trees, record)."""
-        meta = self._mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        """Restore step `step` (or, if it is corrupt, the newest older step that restores)
+        into trees shaped and sharded like `like`; return (trees, record)."""
+        candidates = sorted({s for s in self.all_steps() if s < step} | {step}, reverse=True)
+        problems: list[str] = []
+        for s in candidates:
+            try:
+                out = self._restore_step(s, like)
+            except _Unreadable as e:
+                problem = f"{self.directory}/{s}: cannot restore ({e})"
+                problems.append(problem)
+                self.fallbacks.append(problem)
+                log.warning("%s; trying the previous checkpoint", problem)
+                self._set_aside(s)
+                continue
+            if s != step:
+                log.warning("resuming from step %d, the newest checkpoint that restores", s)
+            return out
+        raise CheckpointError(
+            "no checkpoint could be restored: " + "; ".join(problems)
+            + " (remove the checkpoint folder to start afresh)"
+        )  # fmt: skip
+
+    def _set_aside(self, step: int) -> None:
+        """Rename a corrupt step folder to `<step>.corrupt` (orbax ignores that name)."""
+        src = self.directory / str(step)
+        if not src.exists():
+            return
+        dst = src.with_name(f"{step}.corrupt")
+        n = 1
+        while dst.exists():
+            n += 1
+            dst = src.with_name(f"{step}.corrupt{n}")
+        try:
+            src.rename(dst)
+            self._mgr.reload()
+        except OSError as e:
+            log.warning("could not set aside %s: %s", src, e)
+
+    def _restore_step(
+        self, step: int, like: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        try:
+            meta = self._mgr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))[
+                "meta"
+            ]
+            if not isinstance(meta, dict) or not isinstance(meta.get("paths"), dict):
+                raise ValueError("its JSON record is missing or malformed")
+            if not isinstance(meta.get("record"), dict):
+                raise ValueError("its JSON record has no run record")
+        except Exception as e:  # orbax raises many types for unreadable files
+            raise _Unreadable(
+                f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            ) from e
         targets: dict[str, Any] = {}
         layouts: dict[str, Any] = {}
         for name, tree in like.items():
@@ -120,7 +186,8 @@ class Checkpointer:
         try:
             restored = self._mgr.restore(step, args=ocp.args.Composite(**args))
         except Exception as e:
-            raise CheckpointError(f"{self.directory}/{step}: cannot restore: {e}") from e
+            first = str(e).splitlines()[0][:200] if str(e) else ""
+            raise _Unreadable(f"{type(e).__name__}: {first}") from e
         out: dict[str, Any] = {}
         for name, (treedef, leaves) in layouts.items():
             got = restored[name] if leaves else {}

@@ -57,9 +57,9 @@ EvalFn = Callable[[nnx.Module], Mapping[str, float]]
 class TrainConfig(Strict):
     """`[train]`: how long, how big, how often to log and evaluate."""
 
-    steps: int | None = Field(None, ge=1)  # optimizer steps; wins over epochs
+    steps: int | None = Field(None, ge=1, le=10**9)  # optimizer steps; wins over epochs
     epochs: float | None = Field(None, gt=0)  # needs a source with `steps_per_epoch`
-    batch_size: int = Field(16, ge=1)  # examples per optimizer step (all micro-batches)
+    batch_size: int = Field(16, ge=1, le=1 << 20)  # examples per step (all micro-batches)
     grad_accum: int = Field(1, ge=1)  # micro-batches per step
     seed: int = 0
     log_every: int = Field(10, ge=1)
