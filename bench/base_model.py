@@ -99,10 +99,10 @@ def _lora_sft(model: Any, args: argparse.Namespace) -> dict[str, float]:
 
 
 def _grpo(model: Any, args: argparse.Namespace) -> dict[str, float]:
+    from studio_align.testing.toy import pattern_reward
     from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
     from studio_align.training.optim import OptimConfig
     from studio_align.training.policy import LMPolicy
-    from studio_align.testing.toy import pattern_reward
 
     rng = np.random.default_rng(1)
     plen = 16

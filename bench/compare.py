@@ -142,7 +142,7 @@ def run_dpo(dims: dict, variant: str) -> None:
     from studio_align.training.dpo import DPOConfig, make_dpo_loss, pair_logps, reference_logps
     from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
     from studio_align.training.optim import OptimConfig
-    from studio_align.training.preference_data import pack_pairs
+    from studio_align.training.packing import pack_pairs
 
     steps, b = dims["warmup_steps"] + dims["timed_steps"], dims["dpo"]["pairs"]
     p_len, c_len, vocab = dims["prompt_len"], dims["completion_len"], dims["model"]["vocab_size"]

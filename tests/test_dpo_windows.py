@@ -9,7 +9,7 @@ from flax import nnx
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 from studio_align.training.dpo import completion_windows, pair_logps, reference_logps
-from studio_align.training.preference_data import pack_pairs
+from studio_align.training.packing import pack_pairs
 
 
 def _pairs() -> dict[str, np.ndarray]:

@@ -63,8 +63,9 @@ def test_async_rollout_lm_runs_and_is_bounded() -> None:
 def _table_run(async_rollout: bool, mesh: dict | None) -> list[float]:
     """Reward curve of the table-policy pattern task (tests/test_training_grpo.py)."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from studio_align.training.mesh import MeshConfig
     from test_training_grpo import TARGET, Table, TablePolicy
+
+    from studio_align.models.sharding import MeshConfig
 
     cfg = GRPOConfig(
         steps=15, prompts_per_step=4, group_size=8, mu=2, minibatches=2, seed=0, beta=0.05,

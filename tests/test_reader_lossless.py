@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from data_events import line, rating, route
-from studio_align.data.synth import image_pool
 
 from studio_align.data.reader import DEFAULT_MAX_LINE_BYTES, LogReader, validate_logs
 from studio_align.errors import DataError
+from studio_align.testing.synth import image_pool
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from studio_align.training.dpo import (
 )
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
-from studio_align.training.preference_data import pack_pairs
+from studio_align.training.packing import pack_pairs
 
 
 def _model(seed: int = 0) -> Transformer:
@@ -145,7 +145,7 @@ def test_evaluations_reuse_one_compile() -> None:
     from studio_align.models.transformer import Transformer
     from studio_align.testing.toy import VOCAB, preference_pairs
     from studio_align.training import dpo
-    from studio_align.training.preference_data import pack_pairs
+    from studio_align.training.packing import pack_pairs
 
     pairs = pack_pairs(*preference_pairs(32, seed=0), pad_id=0)
     before = dpo._score_pairs._cache_size()

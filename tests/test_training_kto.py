@@ -18,7 +18,7 @@ from studio_align.training.kto import (
 )
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
-from studio_align.training.preference_data import pack_unpaired
+from studio_align.training.packing import pack_unpaired
 
 
 def _samples(n: int, seed: int, heldout: bool = False) -> dict[str, np.ndarray]:

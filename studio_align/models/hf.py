@@ -18,7 +18,7 @@ Design choices:
   abstractly (`nnx.eval_shape`) and every parameter is created with
   `jax.make_array_from_callback` from memory-mapped safetensors slices. Given a mesh,
   each parameter gets the `NamedSharding` the training mesh rules assign it
-  (`training.mesh.state_sharding`) and every device reads only its own shard from disk,
+  (`models.sharding.state_sharding`) and every device reads only its own shard from disk,
   so a model larger than one device loads straight into its shards.
 - Every checkpoint tensor must be used and every parameter found, with the expected
   shape; otherwise `ModelLoadError` names the tensor (and both shapes).
@@ -113,7 +113,7 @@ def load_hf(
     """Load a local Gemma 3 (or FunctionGemma) model directory into the engine.
 
     `dtype` is the compute dtype, `param_dtype` (default: `dtype`) the stored one; with
-    `mesh` (and optionally a `training.mesh.MeshConfig`) parameters are placed sharded.
+    `mesh` (and optionally a `models.sharding.MeshConfig`) parameters are placed sharded.
     `lora` attaches fresh adapters (B = 0, so the function is unchanged). `tokenizer`:
     True requires `tokenizer.json`, None loads it when present, False skips it.
     """
