@@ -18,12 +18,10 @@ Design choices:
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import os
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -376,45 +374,10 @@ class PluginHost(Discovery):
         return infos
 
 
-# -------------------------------------------------------------------- process default
-_default: PluginHost | None = None
-_lock = threading.Lock()
-
-
-def get_host() -> PluginHost:
-    """The process-wide host (builtins + entry points + `STUDIO_ALIGN_PLUGINS`), built once."""
-    global _default
-    with _lock:
-        if _default is None:
-            _default = PluginHost.default()
-        return _default
-
-
-def set_host(host: PluginHost | None) -> PluginHost | None:
-    """Replace the process default (None: rebuild on next `get_host()`); returns the old one."""
-    global _default
-    with _lock:
-        previous, _default = _default, host
-        return previous
-
-
-@contextlib.contextmanager
-def using_host(host: PluginHost | None) -> Iterator[PluginHost | None]:
-    """Make `host` the process default inside the block, restoring the previous after."""
-    previous = set_host(host)
-    try:
-        yield host
-    finally:
-        set_host(previous)
-
-
 __all__ = [
     "BLOCK_ENV_VAR",
     "ENV_VAR",
     "ORIGINS",
     "PluginHost",
     "PluginInfo",
-    "get_host",
-    "set_host",
-    "using_host",
 ]

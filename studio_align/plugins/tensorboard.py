@@ -40,9 +40,7 @@ def _writer(run_dir: str) -> Any:
 
 
 @hookimpl
-def studio_align_on_metrics(
-    run: str, step: int, metrics: Mapping[str, Any], run_dir: str
-) -> None:
+def studio_align_on_metrics(run: str, step: int, metrics: Mapping[str, Any], run_dir: str) -> None:
     if not run_dir:
         return
     w = _writer(run_dir)
