@@ -15,7 +15,7 @@ from flax import nnx
 from studio_align.generation.sampler import Sampler
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
-from studio_align.training import toy
+from studio_align.testing import toy
 from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import LMPolicy
