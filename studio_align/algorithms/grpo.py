@@ -181,7 +181,7 @@ def grpo_loss(
     *,
     epsilon: float = 0.2,
     epsilon_high: float | None = None,
-    beta: float = 0.0,
+    beta: float | Array = 0.0,
     kl: str = "k3",
     aggregation: str = "sequence-mean-token-mean",
     importance: str = "token",
@@ -192,7 +192,8 @@ def grpo_loss(
     `advantages` is `[B]` (one per sequence) or `[B, T]`. `old_logps` are the rollout's
     log-probs (equal to `logps` on the first update, where the ratio is 1).
     `epsilon_high` defaults to `epsilon`; larger gives DAPO's clip-higher.
-    `beta` > 0 adds `beta * KL(kl estimator)` per token against `ref_logps`.
+    `beta` > 0 adds `beta * KL(kl estimator)` per token against `ref_logps`; it may be a
+    traced scalar (an adaptive KL controller's coefficient), which needs `ref_logps`.
     `importance="sequence"` is GSPO. `aggregation` is one of `token-mean`,
     `sequence-mean-token-mean` (GRPO paper), `sequence-mean-token-scale` (Dr. GRPO,
     normaliser `B * max_tokens`, default T).
@@ -212,7 +213,7 @@ def grpo_loss(
     policy_loss = agg(per_token, mask, max_tokens)
 
     metrics: Metrics = {}
-    if beta != 0.0:
+    if not (isinstance(beta, int | float) and beta == 0.0):
         if ref_logps is None:
             raise ValueError("grpo_loss: beta != 0 needs ref_logps")
         token_kl = kl_fn(logps, jax.lax.stop_gradient(ref_logps))

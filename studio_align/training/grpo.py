@@ -52,6 +52,8 @@ import optax
 from flax import nnx
 
 from studio_align.algorithms import grpo_loss
+from studio_align.algorithms.kl_controller import KLState, adaptive_kl
+from studio_align.algorithms.reward_norm import NormState, running_normalizer
 from studio_align.errors import ConfigError
 from studio_align.models.sharding import (
     MeshConfig,
@@ -117,6 +119,15 @@ class GRPOTrainer(RolloutMixin):
         self._order = np.random.default_rng(cfg.seed)
         self._queue: list[int] = []
         self._mb_rng = np.random.default_rng([cfg.seed, 1])
+        # optax-style (init, update) pairs over small device states, checkpointed with the run
+        self.kl_ctl = (
+            adaptive_kl(cfg.beta, target=cfg.kl_target, horizon=cfg.kl_horizon)
+            if cfg.kl_target is not None and cfg.beta > 0
+            else None
+        )
+        self.kl_state: Any = self.kl_ctl.init() if self.kl_ctl is not None else None
+        self.reward_norm = running_normalizer() if cfg.reward_norm else None
+        self.norm_state: Any = self.reward_norm.init() if self.reward_norm is not None else None
         self.logger = MetricsLogger(run_dir, "grpo", fire_hook=fire_hook) if run_dir else None
         updates = cfg.steps * cfg.mu * cfg.minibatches
         # the train state every trainer shares (state.py): parameters placed by their
@@ -162,7 +173,6 @@ class GRPOTrainer(RolloutMixin):
         options: dict[str, Any] = dict(
             epsilon=cfg.epsilon,
             epsilon_high=cfg.epsilon_high,
-            beta=cfg.beta,
             kl=cfg.kl,
             aggregation=cfg.aggregation,
             importance=cfg.importance,
@@ -170,9 +180,11 @@ class GRPOTrainer(RolloutMixin):
 
         def loss_fn(model: nnx.Module, batch: Mapping[str, Any]) -> tuple:
             logps, mask, entropy = policy.logps(model, batch["policy"])
+            # beta rides in the batch (a scalar array) when adaptive: no recompile per value
+            beta = batch.get("beta", cfg.beta)
             loss, metrics = grpo_loss(
                 logps, batch["old_logps"], batch.get("ref_logps"), batch["advantages"], mask,
-                **options,
+                beta=beta, **options,
             )  # fmt: skip
             m = mask.astype(jnp.float32)
             metrics["entropy"] = jnp.sum(jax.lax.stop_gradient(entropy) * m) / jnp.maximum(
@@ -226,6 +238,8 @@ class GRPOTrainer(RolloutMixin):
                 else:
                     rows = jnp.asarray(perm[k * size : (k + 1) * size])
                     mb = jax.tree.map(lambda x, rows=rows: self._place(x[rows]), exp.arrays)
+                if self.kl_state is not None:
+                    mb["beta"] = self._place(self.kl_state.coef)
                 self.params, self.rest, self.opt_state, m = self._update(
                     self.params, self.rest, self.opt_state, mb
                 )
@@ -234,6 +248,9 @@ class GRPOTrainer(RolloutMixin):
         out: dict[str, Any] = dict(window[0] if len(window) == 1 else _mean_metrics(window))
         out.update(exp.metrics)
         out["kept_zero_std_fraction"] = exp.zero_std
+        if self.kl_ctl is not None and "kl" in out:  # on device: no host sync
+            out["kl/beta"] = self.kl_state.coef
+            self.kl_state = self.kl_ctl.update(self.kl_state, out["kl"], 1)
         out["rollout/staleness"] = float(self._version - exp.version)
         self._version += 1
         if cfg.async_rollout:
@@ -259,6 +276,8 @@ class GRPOTrainer(RolloutMixin):
             "data_position": self.step_count,
             **sampling,
             "minibatch_order": self._mb_rng.bit_generator.state,
+            "kl_state": None if self.kl_state is None else np.asarray(self.kl_state).tolist(),
+            "norm_state": None if self.norm_state is None else np.asarray(self.norm_state).tolist(),
         }
 
     def _restore(self) -> None:
@@ -274,6 +293,10 @@ class GRPOTrainer(RolloutMixin):
         self._order.bit_generator.state = rec["prompt_order"]
         self._mb_rng.bit_generator.state = rec["minibatch_order"]
         self._queue = list(rec["queue"])
+        if rec.get("kl_state") is not None and self.kl_state is not None:
+            self.kl_state = KLState(*jnp.asarray(rec["kl_state"], jnp.float32))
+        if rec.get("norm_state") is not None and self.norm_state is not None:
+            self.norm_state = NormState(*jnp.asarray(rec["norm_state"], jnp.float32))
         if self.logger is not None:
             self.logger.truncate_after(self.step_count)
 

@@ -34,7 +34,14 @@ class GRPOConfig(Strict):
     estimator: Literal["grpo", "dr_grpo", "rloo"] = "grpo"
     epsilon: float = Field(default=0.2, gt=0)
     epsilon_high: float | None = Field(default=0.28, gt=0)  # DAPO clip-higher; None = epsilon
-    beta: float = Field(default=0.0, ge=0)  # KL penalty to the reference
+    beta: float = Field(default=0.0, ge=0)  # KL penalty to the reference (initial, if adaptive)
+    # adaptive KL (Ziegler et al. 2019): beta follows the measured KL towards `kl_target`
+    # (algorithms.kl_controller.adaptive_kl); None keeps beta fixed
+    kl_target: float | None = Field(default=None, gt=0)
+    kl_horizon: int = Field(default=10_000, ge=1)
+    # standardise the total reward by its running mean/std over all steps before the
+    # group advantages (algorithms.reward_norm): rewards on one scale for dr_grpo / rloo
+    reward_norm: bool = False
     kl: Literal["k1", "k2", "k3"] = "k3"
     aggregation: Literal["token-mean", "sequence-mean-token-mean", "sequence-mean-token-scale"] = (
         "token-mean"

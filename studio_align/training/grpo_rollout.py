@@ -42,6 +42,8 @@ class RolloutMixin:
     _record_at: dict[int, dict[str, Any]]
     _version: int
     _ref_logps: Any
+    reward_norm: Any
+    norm_state: Any
 
     # -- rollouts ----------------------------------------------------------------------------
 
@@ -122,9 +124,10 @@ class RolloutMixin:
         t0 = time.perf_counter()
         rollout, rewards, metrics = self.collect(model)
         t_roll = time.perf_counter() - t0
-        adv, adv_m = grpo_advantages(
-            jnp.asarray(rewards), self.cfg.group_size, estimator=self.cfg.estimator
-        )
+        scaled = jnp.asarray(rewards)
+        if self.reward_norm is not None:  # running standardisation across steps
+            scaled, self.norm_state = self.reward_norm.update(self.norm_state, scaled)
+        adv, adv_m = grpo_advantages(scaled, self.cfg.group_size, estimator=self.cfg.estimator)
         arrays: dict[str, Any] = {
             "policy": {k: jnp.asarray(v) for k, v in rollout.batch.items()},
             "old_logps": jnp.asarray(rollout.old_logps),
