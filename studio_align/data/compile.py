@@ -49,6 +49,7 @@ from pydantic import BaseModel
 
 from studio_align.catalog import Catalog
 from studio_align.data.reader import AnyEvent, Entry, InvalidLine, LogReader, ReadSummary
+from studio_align.data.records import iter_record_models
 from studio_align.data.schemas import (
     EVENT_TYPES,
     RECORD_MODELS,
@@ -303,14 +304,7 @@ def read_records(
         raise DataError(f"unknown record kind {name!r}; expected one of {', '.join(RECORD_NAMES)}")
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}; expected train or heldout")
-    model = RECORD_MODELS[name]
     path = Path(out_dir) / split / f"{name}.jsonl"
     if not path.is_file():
         raise DataError(f"{path}: missing (run `studio-align data compile` first)")
-    with open(path, "rb") as f:
-        for i, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield model.model_validate_json(line)
-                except ValueError as e:
-                    raise DataError(f"{path}:{i}: {e}") from None
+    yield from iter_record_models(path, RECORD_MODELS[name])  # the one validating reader

@@ -69,6 +69,13 @@ def _plan_problems(row: dict[str, Any], catalog: Catalog) -> list[str]:
     return problems
 
 
+def iter_record_models(
+    path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
+) -> Iterator[BaseModel]:
+    """Validated records of `kind` from a JSONL file as their pydantic models."""
+    yield from _iter(path, kind, catalog)
+
+
 def iter_record_file(
     path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
 ) -> Iterator[dict[str, Any]]:
@@ -78,6 +85,29 @@ def iter_record_file(
 
     Blank lines are skipped; the first invalid line raises `DataError` naming file and line.
     """
+    for obj in _iter(path, kind, catalog):
+        yield obj.model_dump(mode="json")
+
+
+def read_record_file(
+    path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
+) -> list[dict[str, Any]]:
+    """All records of `iter_record_file` as a list."""
+    return list(iter_record_file(path, kind, catalog=catalog))
+
+
+def compiled_path(out_dir: str | os.PathLike[str], kind: RecordKind, split: str = "train") -> Path:
+    """Where `data compile` (or a task's own compiler) put the records of `kind` for `split`."""
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}; expected train or heldout")
+    name = kind if isinstance(kind, str) else getattr(kind, "file_stem", kind.__name__)
+    _model_for(kind)
+    return Path(out_dir) / split / f"{name}.jsonl"
+
+
+def _iter(
+    path: str | os.PathLike[str], kind: RecordKind, catalog: Catalog | None
+) -> Iterator[BaseModel]:
     model = _model_for(kind)
     label = kind if isinstance(kind, str) else kind.__name__
     p = Path(path)
@@ -94,7 +124,7 @@ def iter_record_file(
             if not line.strip():
                 continue
             try:
-                row = model.model_validate_json(line).model_dump(mode="json")
+                obj = model.model_validate_json(line)
             except ValidationError as e:
                 if e.errors()[0].get("type") == "json_invalid":
                     raise DataError(f"{p}:{i}: invalid JSON") from None
@@ -102,26 +132,7 @@ def iter_record_file(
             except UnicodeDecodeError:
                 raise DataError(f"{p}:{i}: not UTF-8") from None
             if catalog is not None:
-                problems = _plan_problems(row, catalog)
+                problems = _plan_problems(obj.model_dump(mode="json"), catalog)
                 if problems:
                     raise DataError(f"{p}:{i}: {'; '.join(problems)}")
-            yield row
-
-
-def read_record_file(
-    path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
-) -> list[dict[str, Any]]:
-    """All records of `iter_record_file` as a list."""
-    return list(iter_record_file(path, kind, catalog=catalog))
-
-
-def compiled_path(
-    out_dir: str | os.PathLike[str], kind: RecordKind, split: str = "train"
-) -> Path:
-    """Where `data compile` (or a task's own compiler) put the records of `kind` for `split`."""
-    if split not in SPLITS:
-        raise DataError(f"unknown split {split!r}; expected train or heldout")
-    name = kind if isinstance(kind, str) else getattr(kind, "file_stem", kind.__name__)
-    _model_for(kind)
-    return Path(out_dir) / split / f"{name}.jsonl"
-
+            yield obj
