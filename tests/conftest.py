@@ -137,6 +137,31 @@ class _TerminalStream:
 _TERMINAL_FD = pytest.StashKey[int]()
 
 
+def make_route_workspace(root: Path, *, train_creators: int = 8) -> Path:
+    """Compiled route logs of simulated creators and a tiny (untrained) router checkpoint:
+    what `train dpo|kto|grpo` need, in `root/compiled` and `root/router`."""
+    from flax import nnx
+
+    from studio_align.catalog import default_catalog
+    from studio_align.data.compile import compile_logs
+    from studio_align.intents.creators import demo_creator_data
+    from studio_align.intents.demo import write_jsonl
+    from studio_align.intents.format import build_tokenizer
+    from studio_align.intents.router import save_router
+    from studio_align.models.config import ModelConfig
+    from studio_align.models.transformer import Transformer
+
+    data = demo_creator_data(seed=0, n_train_creators=train_creators, n_eval_creators=2)
+    logs = write_jsonl(root / "logs" / "routes.jsonl", data["route_logs"])
+    compile_logs(logs, root / "compiled", seed=0, heldout_fraction=0.25)
+    catalog = default_catalog()
+    texts = [e["request"]["text"] for e in data["route_logs"]]
+    tok = build_tokenizer(texts, catalog, vocab_size=400)
+    model = Transformer(ModelConfig.tiny(tok.vocab_size), rngs=nnx.Rngs(0))
+    save_router(root / "router", model, tok, catalog, max_steps=3)
+    return root
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     # no real stdout (e.g. a worker process): no beats
     with contextlib.suppress(AttributeError, OSError, ValueError):

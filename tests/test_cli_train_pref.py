@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from flax import nnx
+from conftest import make_route_workspace
 
 from studio_align.cli import main
 
@@ -15,26 +15,7 @@ from studio_align.cli import main
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Compiled route logs of simulated creators and a tiny (untrained) router checkpoint."""
-    from studio_align.catalog import default_catalog
-    from studio_align.data.compile import compile_logs
-    from studio_align.intents.creators import demo_creator_data
-    from studio_align.intents.demo import write_jsonl
-    from studio_align.intents.format import build_tokenizer
-    from studio_align.intents.router import save_router
-    from studio_align.models.config import ModelConfig
-    from studio_align.models.transformer import Transformer
-
-    root = tmp_path_factory.mktemp("pref")
-    data = demo_creator_data(seed=0, n_train_creators=8, n_eval_creators=2)
-    logs = write_jsonl(root / "logs" / "routes.jsonl", data["route_logs"])
-    compile_logs(logs, root / "compiled", seed=0, heldout_fraction=0.25)
-    catalog = default_catalog()
-    tok = build_tokenizer(
-        [e["request"]["text"] for e in data["route_logs"]], catalog, vocab_size=400
-    )
-    model = Transformer(ModelConfig.tiny(tok.vocab_size), rngs=nnx.Rngs(0))
-    save_router(root / "router", model, tok, catalog, max_steps=3)
-    return root
+    return make_route_workspace(tmp_path_factory.mktemp("pref"))
 
 
 def _run(args: list[str]) -> dict:
