@@ -1,7 +1,10 @@
 """Film colour grading: the first vertical generation model.
 
-`renderer` applies grading parameters to pixels, `scenes` draws procedural source images,
-`creator` simulates a creator with a hidden taste and writes their logs, `policy` maps a
-source image and a style request to a Gaussian over parameters, `bc` clones retouches,
-`tune` runs GRPO through `studio_align.algorithms.grpo`, and `demo` ties it together.
+Engine pieces: `renderer` (parameters -> pixels, per-pixel only), `lut` (`.cube` 3D LUTs),
+`color` (CIEDE2000), `policy` (Gaussian over parameters), `objectives` (BC and DPO losses,
+GRPO rollouts). From a platform's logs: `logs` (retouch, selection, rating events),
+`dataset` (thumbnails and arrays), `model` (the served, creator-conditioned model),
+`run_config` + `train` (`train grading`), `apply` (`grade`), `evaluate` (`eval grading`),
+`task` + `plugin` (the `grading` task). Demo data: `scenes`, `creator`, `platform_demo`;
+the older single-creator demo: `bc`, `tune`, `demo`. See docs/grading.md.
 """
