@@ -14,7 +14,13 @@ from studio_align.cli import main
 from studio_align.cli.data_cmd import data
 from studio_align.cli.eval_cmd import eval_group
 from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+from studio_align.errors import DataError
 from studio_align.jsonsafe import json_safe
+from studio_align.verticals.grading.apply import grade_files
+from studio_align.verticals.grading.evaluate import evaluate_grading
+from studio_align.verticals.grading.platform_demo import write_platform_demo
+from studio_align.verticals.grading.run_config import GradingRunConfig
+from studio_align.verticals.grading.train import train_grading
 
 
 @train.command("grading")
@@ -25,8 +31,6 @@ def train_grading_cmd(config: Path | None, overrides: tuple[str, ...], as_json: 
     Reward model (or `reward.model`), behaviour cloning, then GRPO or DPO (`algorithm`);
     writes RUN_DIR/model (what `grade` and `eval grading` take) and RUN_DIR/report.json.
     """
-    from studio_align.verticals.grading.run_config import GradingRunConfig
-    from studio_align.verticals.grading.train import train_grading
 
     cfg = load_run_config(GradingRunConfig, config, overrides)
     rep = train_grading(cfg)
@@ -78,8 +82,6 @@ def grade(
     as_json: bool,
 ) -> None:
     """Apply a creator's tuned grade to image files or folders (and export .cube LUTs)."""
-    from studio_align.errors import DataError
-    from studio_align.verticals.grading.apply import grade_files
 
     if not inputs and reference is None:
         raise DataError("give image files or folders to grade (or --reference neutral)")
@@ -111,7 +113,6 @@ def eval_grading(
     checkpoint: Path, logs: tuple[Path, ...], report_dir: Path | None, as_json: bool
 ) -> None:
     """Per creator: reward-model accuracy, win rates under held-out selections, ΔE2000."""
-    from studio_align.verticals.grading.evaluate import evaluate_grading
 
     fig = evaluate_grading(checkpoint, [str(x) for x in logs], report_dir=report_dir)
     if as_json:
@@ -155,7 +156,6 @@ def demo_grading(
     seed: int,
 ) -> None:
     """Write simulated creators' grading logs (JSONL) and images, as a platform exports them."""
-    from studio_align.verticals.grading.platform_demo import write_platform_demo
 
     log = write_platform_demo(
         out_dir, retouches=retouches, selections=selections, ratings=ratings, size=size,

@@ -14,18 +14,12 @@ from studio_align.hookspecs import hookimpl
 from studio_align.tasks import TaskSpec
 
 
-def _grading_task() -> Any:
-    from studio_align.verticals.grading.task import GradingTask  # built on first use (jax)
-
-    return GradingTask()
-
-
 @hookimpl
 def studio_align_register_tasks(register: Any) -> None:
     register(
         TaskSpec(
             "grading",
-            _grading_task,
+            "studio_align.verticals.grading.task:GradingTask",  # imported when built
             "film colour grading from retouch, selection and rating logs; exports .cube LUTs",
         )
     )

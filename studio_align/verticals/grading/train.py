@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from studio_align.errors import ConfigError, DataError
+from studio_align.plugins import get_host
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.reward_models.train import EncoderConfig, RewardTrainConfig, train_reward
 from studio_align.training.batches import ArrayBatches
@@ -133,7 +134,6 @@ def heldout_delta_e(
 def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     """Run every stage (see the module docstring); returns the report (`run_dir/report.json`)."""
     if host is None:
-        from studio_align.plugins import get_host  # the process default host
 
         host = get_host()
     t0 = time.perf_counter()
