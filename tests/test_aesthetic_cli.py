@@ -26,7 +26,7 @@ def test_train_reward_command(tmp_path):
     runner = CliRunner()
     ok = runner.invoke(main, ["train", "reward", "--config", str(cfg), "--json"])
     assert ok.exit_code == 0, ok.output
-    rep = json.loads(ok.output)
+    rep = json.loads(ok.stdout)
     assert rep["gate"]["passed"] and rep["heldout"]["pairs"] > 0
     refused = runner.invoke(
         main, ["train", "reward", "--config", str(cfg), "--set", "gate.min_heldout_accuracy=1.0"]

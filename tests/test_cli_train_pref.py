@@ -21,7 +21,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _run(args: list[str]) -> dict:
     res = CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    return json.loads(res.output)
+    return json.loads(res.stdout)
 
 
 def _common(ws: Path, run: str) -> list[str]:

@@ -98,7 +98,7 @@ def test_config_show_json_and_bad_kind(runner: CliRunner):
     import json
 
     res = runner.invoke(main, ["config", "show", "kto", "--json"])
-    keys = {k["key"]: k for k in json.loads(res.output)}
+    keys = {k["key"]: k for k in json.loads(res.stdout)}
     assert keys["kto.beta"]["default"] == 0.1
     bad = runner.invoke(main, ["config", "show", "nope"])
     assert bad.exit_code == 2 and "nope" in bad.output

@@ -133,7 +133,7 @@ def test_unknown_parameter_is_one_line_error_or_skipped_and_counted(trained, tmp
                "--set", "bc.steps=2", "--set", "algorithm=bc", "--json"]
     )  # fmt: skip
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["data"]["skipped"]["invalid_grade"] == 1
+    assert json.loads(res.stdout)["data"]["skipped"]["invalid_grade"] == 1
 
 
 def test_corrupt_image_in_logs_is_skipped_and_counted(trained, tmp_path):
@@ -150,7 +150,7 @@ def test_corrupt_image_in_logs_is_skipped_and_counted(trained, tmp_path):
                "--set", "bc.steps=2", "--json"]
     )  # fmt: skip
     assert res.exit_code == 0, res.output
-    rep = json.loads(res.output)
+    rep = json.loads(res.stdout)
     assert rep["data"]["skipped"]["unreadable_image"] == 1 and rep["images"]["unreadable"] == 1
     strict = CliRunner().invoke(
         main, ["train", "grading", "--config", str(cfg), "--set", "skip_bad_images=false"]

@@ -327,7 +327,7 @@ def test_cli_inspect_and_export(hf_dir: Path, tmp_path: Path) -> None:
 
     r = CliRunner().invoke(main, ["model", "inspect-hf", str(hf_dir), "--json"])
     assert r.exit_code == 0, r.output
-    info = json.loads(r.output)
+    info = json.loads(r.stdout)
     assert info["layers"] == 3 and info["local_layers"] == 2 and info["sliding_window"] == 4
 
     h = load_hf(hf_dir, lora=LoraConfig(rank=2, targets=("v_proj",)))
@@ -344,7 +344,7 @@ def test_cli_inspect_and_export(hf_dir: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     assert {"config.json", "model.safetensors", "tokenizer.json", "router.json"} <= set(
-        json.loads(r.output)["files"]
+        json.loads(r.stdout)["files"]
     )
     np.testing.assert_allclose(_logits(load_hf(out).model), _logits(h.model), atol=1e-5)
     bad = CliRunner().invoke(main, ["model", "inspect-hf", str(tmp_path)])

@@ -36,7 +36,7 @@ def test_eval_router_json_and_report(tmp_path: Path) -> None:
          "--report", str(tmp_path / "rep")],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
-    fig = json.loads(res.output)
+    fig = json.loads(res.stdout)
     assert 0.0 <= fig["exact_plan_accuracy"] <= 1.0
     assert fig["validity_rate"] == 1.0  # constrained decoding, even untrained
     assert fig["n"] >= 40 and set(fig["by_language"]) == {"en", "zh"}

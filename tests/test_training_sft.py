@@ -215,7 +215,7 @@ def test_train_sft_cli(tmp_path: Path) -> None:
         main, ["train", "sft", "--config", str(cfg), "--set", "train.steps=4", "--json"]
     )
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert out["steps"] == 4 and Path(out["checkpoint"]).is_dir()
     bad = CliRunner().invoke(main, ["train", "sft", "--config", str(cfg), "--set", "optim.lr=1"])
     assert bad.exit_code == 2 and "optim.lr" in bad.output
