@@ -98,9 +98,7 @@ def flow_grpo(
         ref_model=reference if cfg.beta > 0 else None,
         run_dir=run_dir,
     )
-    history = trainer.train().history
-    nnx.update(model, trainer.params, trainer.rest)
-    return history
+    return trainer.train().history  # the trainer writes the weights back into `model`
 
 
 class FlowDPOConfig(Strict):
