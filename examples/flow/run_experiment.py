@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--algorithms", nargs="+", default=["grpo", "dpo"])
     ap.add_argument("--grpo-steps", type=int, default=20)
-    ap.add_argument("--dpo-steps", type=int, default=150)
+    ap.add_argument("--dpo-steps", type=int, default=100)
     ap.add_argument("--diversity", type=float, default=0.0)
     args = ap.parse_args()
     jax.config.update("jax_compilation_cache_dir", "/tmp/studio_align_jax_cache")

@@ -65,8 +65,8 @@ def fit_reward(log: Path, out: Path, *, seed: int, host: Any) -> tuple[Aesthetic
         {
             "logs": [str(log)], "out": str(out), "seed": seed, "heldout_fraction": 0.34,
             "encoder": {"name": "flow-composition", "max_side": 64},
-            "head": {"hidden": 32, "per_creator": True},
-            "train": {"steps": 300, "learning_rate": 3e-3},
+            "head": {"hidden": 0, "per_creator": True},
+            "train": {"steps": 300, "learning_rate": 3e-3, "weight_decay": 1e-2},
             "gate": {"min_heldout_accuracy": 0.55},
         }
     )  # fmt: skip
