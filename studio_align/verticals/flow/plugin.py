@@ -40,15 +40,15 @@ def flow_diversity(images: Sequence[Any], groups: Sequence[int]) -> list[float]:
     return out.tolist()
 
 
-def _task() -> Any:
-    from studio_align.verticals.flow.task import FlowTask  # built on first use (imports JAX models)
-
-    return FlowTask()
-
-
 @hookimpl
 def studio_align_register_tasks(register: Callable[..., None]) -> None:
-    register(TaskSpec("flow", _task, "rectified-flow image generator (Flow-GRPO, Diffusion-DPO)"))
+    register(
+        TaskSpec(
+            "flow",
+            "studio_align.verticals.flow.task:FlowTask",  # imported when built (JAX models)
+            "rectified-flow image generator (Flow-GRPO, Diffusion-DPO)",
+        )
+    )
 
 
 @hookimpl

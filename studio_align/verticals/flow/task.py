@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from studio_align.errors import DataError
+from studio_align.generation.flow_sampler import SDEConfig
 from studio_align.tasks import StartingPoint
 from studio_align.verticals.flow.align import FlowDPOConfig, flow_dpo
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
@@ -74,7 +75,6 @@ class FlowTask:
         return out
 
     def policy(self, start: StartingPoint, sampling: Any, *, max_prompt_len: int) -> FlowPolicy:
-        from studio_align.generation.flow_sampler import SDEConfig
 
         verts, tags = start.state["conditions"]
         opts = start.state.get("options", {})
