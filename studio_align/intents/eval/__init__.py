@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.errors import DataError
+from studio_align.intents.demo import read_examples
 
 HERE = Path(__file__).resolve().parent
 SETS = ("handwritten_v1", "handwritten_v2", "handwritten_val")
@@ -34,6 +35,4 @@ def path(name: str) -> Path:
 
 def load(name: str) -> list[dict[str, Any]]:
     """The labelled examples of a packaged set."""
-    from studio_align.intents.demo import read_examples
-
     return read_examples(path(name))
