@@ -40,10 +40,11 @@ from pydantic import Field
 
 from studio_align.catalog import Catalog
 from studio_align.config import Strict
+from studio_align.intents import eval as packaged
 from studio_align.intents.creators import demo_creator_data, majority_plans
 from studio_align.intents.demo import demo_splits, read_examples, write_jsonl
 
-HANDWRITTEN = Path(__file__).resolve().parents[2] / "tests" / "data" / "handwritten_routing.jsonl"
+HANDWRITTEN = packaged.path("handwritten_v1")  # package data: an installed wheel has it too
 
 Log = Callable[[str], None]
 
@@ -83,6 +84,8 @@ class QuickstartConfig(Strict):
     grpo_lr: float = 1e-4
     grpo_beta: float = 0.0  # KL penalty to the stage's starting router
     eval_batch_size: int = 128
+    # abstain thresholds are fitted on validation for this selective accuracy (issue 14)
+    abstain_target: float = Field(0.95, gt=0.0, le=1.0)
     grading: bool = True  # also run the colour-grading vertical's demo (reward model + GRPO)
 
 
@@ -106,6 +109,8 @@ class StageResult:
             "heldout_exact": f.get("heldout", {}).get("exact_plan_accuracy", nan),
             "creator_agreement": f.get("creators", {}).get("exact_plan_accuracy", nan),
             "handwritten_exact": f.get("handwritten", {}).get("exact_plan_accuracy", nan),
+            "handwritten_v2_exact": f.get("handwritten_v2", {}).get("exact_plan_accuracy", nan),
+            "handwritten_v2_ece": f.get("handwritten_v2", {}).get("ece", nan),
             "heldout_majority_exact": f.get("heldout_majority", {}).get("exact_plan_accuracy", nan),
             "handwritten_majority_exact": f.get("handwritten_majority", {}).get(
                 "exact_plan_accuracy", nan
@@ -150,8 +155,9 @@ def prepare_data(out: Path, cfg: QuickstartConfig, catalog: Catalog) -> dict[str
     sets = {"heldout": splits["heldout"], "creators": creators["eval_preferred"]}
     if HANDWRITTEN.exists():
         sets["handwritten"] = read_examples(HANDWRITTEN)
+        sets["handwritten_v2"] = packaged.load("handwritten_v2")
     # the same requests against the majority creator's preferred plan (see majority_plans)
-    for name in ("heldout", "handwritten"):
+    for name in ("heldout", "handwritten", "handwritten_v2"):
         if name in sets:
             sets[f"{name}_majority"] = majority_plans(sets[name], catalog)
     return {
@@ -251,6 +257,19 @@ def stage_grpo(out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Pa
 # -- evaluation ----------------------------------------------------------------------------------
 
 
+def calibrate_stage(checkpoint: Path, cfg: QuickstartConfig, data: dict[str, Any]) -> None:
+    """Fit temperature, unfamiliarity model and abstain thresholds on validation only (the
+    hand-written validation set + generator validation) and save them in the checkpoint."""
+    from studio_align.intents.calibration import fit_calibration
+    from studio_align.intents.router import Router
+
+    router = Router.load(checkpoint)
+    router.calibration = None
+    val = packaged.load("handwritten_val") + list(data["splits"]["val"][:80])
+    cal = fit_calibration(router, data["splits"]["train"], val, target=cfg.abstain_target)
+    cal.save(checkpoint)
+
+
 def evaluate_stage(
     checkpoint: Path, sets: dict[str, list[dict[str, Any]]], batch_size: int
 ) -> dict[str, Any]:
@@ -272,7 +291,8 @@ def _summary_line(r: StageResult) -> str:
     return (
         f"{r.stage:<6} {r.status:<10} train {row['seconds']:>6.1f}s  eval {row['eval_seconds']:>5.1f}s  "
         f"held-out {_fmt(row['heldout_exact'])}  creators {_fmt(row['creator_agreement'])}  "
-        f"handwritten {_fmt(row['handwritten_exact'])}  valid {_fmt(row['validity_rate'])}  "
+        f"handwritten {_fmt(row['handwritten_exact'])}  v2 {_fmt(row['handwritten_v2_exact'])} "
+        f"(ECE {_fmt(row['handwritten_v2_ece'])})  valid {_fmt(row['validity_rate'])}  "
         f"(majority preference: held-out {_fmt(row['heldout_majority_exact'])}, "
         f"handwritten {_fmt(row['handwritten_majority_exact'])})"
     )
@@ -347,6 +367,7 @@ def run_pipeline(
         current = ckpt
         t = time.perf_counter()
         try:
+            calibrate_stage(ckpt, cfg, data)
             res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
         except Exception as e:  # the checkpoint stays; say why there are no figures
             res.status = "eval failed"
