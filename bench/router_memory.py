@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from pathlib import Path
+
 import numpy as np
 
 from studio_align.intents.creators import SimConfig, make_creators, simulate_route_logs
@@ -79,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     # latency of one decision with a full memory (200 exemplars per creator, 8 creators)
     router.memory = ExemplarMemory(creator_sim=best)
     for cid, fb, _ in test:
-        router.remember([e["request"] for e in fb[:200]],
-                        [e.get("final") or e["proposed"] for e in fb[:200]], [cid] * len(fb[:200]))
+        router.remember(
+            [e["request"] for e in fb[:200]],
+            [e.get("final") or e["proposed"] for e in fb[:200]],
+            [cid] * len(fb[:200]),
+        )
     req = [test[0][2][0]["request"]]
     router.decide(req, creators=[test[0][0]])
     lat = []
@@ -89,11 +93,22 @@ def main(argv: list[str] | None = None) -> int:
         router.decide(req, creators=[test[0][0]])
         lat.append(time.perf_counter() - t0)
     p50, p99 = np.percentile(lat, 50) * 1e3, np.percentile(lat, 99) * 1e3
-    print(f"decide() with {len(router.memory)} exemplars, batch 1: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    print(
+        f"decide() with {len(router.memory)} exemplars, batch 1: p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"validation": val_scores, "creator_sim": best,
-                                         "curve": curve, "latency_ms": {"p50": p50, "p99": p99}},
-                                        indent=1), encoding="utf-8")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "validation": val_scores,
+                    "creator_sim": best,
+                    "curve": curve,
+                    "latency_ms": {"p50": p50, "p99": p99},
+                },
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
     return 0
 
 

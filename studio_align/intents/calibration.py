@@ -196,9 +196,9 @@ class Calibration:
 
 def fit_thresholds(
     cal: Calibration,
-    confidence: Sequence[float],
-    unfamiliarity: Sequence[float],
-    correct: Sequence[bool],
+    confidence: Sequence[float] | np.ndarray,
+    unfamiliarity: Sequence[float] | np.ndarray,
+    correct: Sequence[bool] | np.ndarray,
     *,
     target: float,
 ) -> Calibration:

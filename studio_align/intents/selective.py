@@ -22,8 +22,11 @@ from typing import Any
 
 import numpy as np
 
+Scores = Sequence[float] | np.ndarray
+Flags = Sequence[bool] | np.ndarray
 
-def _boundaries(scores: Sequence[float], correct: Sequence[bool]) -> list[tuple[float, int, int]]:
+
+def _boundaries(scores: Scores, correct: Flags) -> list[tuple[float, int, int]]:
     """(threshold, kept, kept correct) at each distinct score, highest score first."""
     s = np.asarray(scores, np.float64)
     c = np.asarray(correct, bool)
@@ -40,9 +43,7 @@ def _boundaries(scores: Sequence[float], correct: Sequence[bool]) -> list[tuple[
     return out
 
 
-def risk_coverage(
-    scores: Sequence[float], correct: Sequence[bool], *, points: int = 21
-) -> list[dict[str, float]]:
+def risk_coverage(scores: Scores, correct: Flags, *, points: int = 21) -> list[dict[str, float]]:
     """The risk-coverage curve, thinned to about `points` points (always the full-coverage
     end): each point has `coverage`, `selective_accuracy`, `risk` and `threshold`."""
     n = len(scores)
@@ -64,7 +65,7 @@ def risk_coverage(
     ]
 
 
-def coverage_at(scores: Sequence[float], correct: Sequence[bool], target: float = 0.95) -> float:
+def coverage_at(scores: Scores, correct: Flags, target: float = 0.95) -> float:
     """Largest fraction kept whose accuracy is at least `target` (0.0 if none is)."""
     n = len(scores)
     best = 0.0
@@ -74,7 +75,7 @@ def coverage_at(scores: Sequence[float], correct: Sequence[bool], target: float 
     return best
 
 
-def threshold_for(scores: Sequence[float], correct: Sequence[bool], target: float = 0.95) -> float:
+def threshold_for(scores: Scores, correct: Flags, target: float = 0.95) -> float:
     """Score threshold (keep when score >= it) realising `coverage_at` on this data; above
     the highest score (keep nothing) when no coverage reaches the target."""
     best_thr, best_cov = float("inf"), 0.0
@@ -85,9 +86,7 @@ def threshold_for(scores: Sequence[float], correct: Sequence[bool], target: floa
     return best_thr
 
 
-def selective_summary(
-    scores: Sequence[float], correct: Sequence[bool], *, target: float = 0.95
-) -> dict[str, Any]:
+def selective_summary(scores: Scores, correct: Flags, *, target: float = 0.95) -> dict[str, Any]:
     """Figures for a report: the curve, coverage at `target`, and the area under the
     risk-coverage curve (AURC: mean risk over all coverages, lower is better)."""
     bounds = _boundaries(scores, correct)
