@@ -16,6 +16,7 @@ from studio_align.intents.calibration import (
     plan_logprob,
 )
 from studio_align.intents.demo import generate_examples
+from studio_align.intents.evaluate import evaluate_router
 from studio_align.intents.format import build_tokenizer, is_cjk
 from studio_align.intents.memory import ExemplarMemory
 from studio_align.intents.router import Router, save_router
@@ -91,6 +92,10 @@ def test_fit_calibration_and_checkpoint_round_trip(router, tmp_path) -> None:
     val = packaged.load("handwritten_val")[:24]
     cal = fit_calibration(router, EXAMPLES, val, target=0.9, n_train=300)
     assert cal.temperature > 0 and cal.ood is not None
+    figs = evaluate_router(router, val)[0]
+    assert {"ece", "ece_uncalibrated", "abstain_rate", "accuracy_when_routed"} <= set(figs)
+    assert 0.0 <= figs["selective"]["coverage_at_target"] <= 1.0
+    assert figs["selective"]["curve"][-1]["coverage"] == 1.0
     save_router(tmp_path / "r", router.model, router.tokenizer, CAT)
     router.remember([EXAMPLES[0]["request"]], [["audio.music"]], ["c1"])
     router.save_state(tmp_path / "r")

@@ -74,7 +74,10 @@ class ExemplarMemory:
         self._plans: list[tuple[str, ...]] = []
         self._creators: list[str] = []
         self._atts: list[str] = []
-        self._matrix: np.ndarray | None = None
+        self._count: Counter[str] = Counter()
+        self._matrix: np.ndarray | None = None  # cached stacks, rebuilt after a change
+        self._att_arr: np.ndarray = np.zeros(0, object)
+        self._creator_arr: np.ndarray = np.zeros(0, object)
 
     def __len__(self) -> int:
         return len(self._plans)
@@ -96,14 +99,15 @@ class ExemplarMemory:
         self._plans.append(tuple(plan))
         self._creators.append(c)
         self._atts.append(",".join(sorted(attachments)))
-        mine = [i for i, x in enumerate(self._creators) if x == c]
-        if c and len(mine) > self.per_creator:
-            self._drop(mine[0])
+        self._count[c] += 1
+        if c and self._count[c] > self.per_creator:
+            self._drop(self._creators.index(c))
         if len(self._plans) > self.capacity:
             self._drop(0)
         self._matrix = None
 
     def _drop(self, i: int) -> None:
+        self._count[self._creators[i]] -= 1
         for xs in (self._emb, self._plans, self._creators, self._atts):
             del xs[i]  # type: ignore[attr-defined]
 
@@ -115,11 +119,12 @@ class ExemplarMemory:
             return None
         if self._matrix is None:
             self._matrix = np.stack(self._emb)
+            self._att_arr = np.array(self._atts, object)
+            self._creator_arr = np.array(self._creators, object)
         sims = self._matrix @ _unit(embedding)
-        atts = ",".join(sorted(attachments))
-        same = np.array([a == atts for a in self._atts])
+        same = self._att_arr == ",".join(sorted(attachments))
         if creator:
-            own = same & np.array([c == creator for c in self._creators])
+            own = same & (self._creator_arr == creator)
             if own.any():
                 i = int(np.argmax(np.where(own, sims, -2.0)))
                 if sims[i] >= self.creator_sim:
@@ -168,6 +173,7 @@ class ExemplarMemory:
             mem._plans = [tuple(p) for p in meta["plans"]]
             mem._creators = list(meta["creators"])
             mem._atts = list(meta["attachments"])
+            mem._count = Counter(mem._creators)
             return mem
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, OSError) as e:
             raise CheckpointError(f"{f}: invalid exemplar memory ({e})") from e
