@@ -10,14 +10,14 @@ from flax import nnx
 
 from studio_align.catalog import default_catalog
 from studio_align.cli import main
+from studio_align.intents import eval as packaged
 from studio_align.intents.demo import generate_examples, write_jsonl
-from studio_align.intents.eval_sets import eval_set_path
 from studio_align.intents.format import build_tokenizer
 from studio_align.intents.router import save_router
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 
-HANDWRITTEN = eval_set_path("handwritten")
+HANDWRITTEN = packaged.path("handwritten_v1")
 
 
 def _checkpoint(tmp_path: Path) -> Path:

@@ -8,13 +8,13 @@ from collections import Counter
 
 from studio_align.catalog import default_catalog
 from studio_align.data.schemas import EVENT_ADAPTER
+from studio_align.intents import eval as packaged
 from studio_align.intents.creators import Creator, demo_creator_data, majority_plans, make_creators
 from studio_align.intents.demo import demo_splits, generate_examples, read_examples, templates
 from studio_align.intents.demo_phrases import INTENTS
-from studio_align.intents.eval_sets import eval_set_path
 from studio_align.intents.format import is_cjk, normalize_text
 
-HANDWRITTEN = eval_set_path("handwritten")
+HANDWRITTEN = packaged.path("handwritten_v1")
 
 
 def test_generator_is_deterministic_and_seeded() -> None:

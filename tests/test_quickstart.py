@@ -30,6 +30,8 @@ def test_quickstart_pipeline_tiny(tmp_path) -> None:
         assert row["validity_rate"] == 1.0
         assert 0.0 <= row["creator_agreement"] <= 1.0
     assert res.router is not None and (res.router / "router.json").exists()
+    assert (res.router / "calibration.json").exists()  # fitted on validation, served with it
+    assert Router.load(res.router).calibration is not None
     assert res.report is not None and res.report.exists()
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["stage"] for r in summary["stages"]] == ["sft", "dpo", "kto", "grpo"]

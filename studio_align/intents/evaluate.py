@@ -33,6 +33,7 @@ from studio_align.intents.format import is_cjk, request_fields
 from studio_align.intents.report import write_report
 from studio_align.intents.rewards import ordered_step_f1
 from studio_align.intents.router import Router
+from studio_align.intents.selective import selective_summary
 
 Plan = Sequence[str]
 NONE_STEP = "<none>"
@@ -151,6 +152,7 @@ def evaluate_routes(
         out["calibration"] = cal
         out["ece"] = cal["ece"]
         out["mean_confidence"] = _mean([float(c) for c in confidences])
+        out["selective"] = selective_summary(list(confidences), exact)
     return out
 
 
@@ -174,6 +176,32 @@ def errors(
     return sorted(rows, key=key)[:limit]
 
 
+def abstention_figures(
+    examples: Sequence[dict[str, Any]], decisions: Sequence[dict[str, Any]], cal: Any
+) -> dict[str, Any]:
+    """With a calibration: the uncalibrated ECE, the risk-coverage curve of the combined
+    keep score, and what the default abstain thresholds do on these examples."""
+    gold = [list(e["plan"]) for e in examples]
+    exact = exact_matches(gold, [d["plan"] for d in decisions])
+    raw = calibration([d["model_confidence"] for d in decisions], exact)
+    keep = cal.keep_scores(
+        [d["confidence"] for d in decisions], [d["unfamiliarity"] for d in decisions]
+    )
+    routed = [x for x, d in zip(exact, decisions, strict=True) if not d["abstain"]]
+    reasons: dict[str, int] = defaultdict(int)
+    for d in decisions:
+        if d["abstain"]:
+            reasons[d["reason"]] += 1
+    return {
+        "ece_uncalibrated": raw["ece"],
+        "temperature": cal.temperature,
+        "selective": selective_summary(list(keep), exact, target=cal.target_accuracy),
+        "abstain_rate": _mean([float(d["abstain"]) for d in decisions]),
+        "abstain_reasons": dict(reasons),
+        "accuracy_when_routed": _mean([float(x) for x in routed]),
+    }
+
+
 # -- glue: a router on a labelled file ----------------------------------------------------------
 
 
@@ -182,9 +210,19 @@ def evaluate_router(
 ) -> tuple[dict[str, Any], list[list[str]], list[float]]:
     """Route every example's request with `router` and score the plans (figures, plans, confs)."""
     t0 = time.perf_counter()
-    plans, confs = router.route([e["request"] for e in examples], batch_size=batch_size)
+    requests = [e["request"] for e in examples]
+    cal = getattr(router, "calibration", None)
+    if cal is None:
+        plans, confs = router.route(requests, batch_size=batch_size)
+        decisions = None
+    else:
+        decisions = router.decide(requests, batch_size=batch_size)
+        plans = [d["plan"] for d in decisions]
+        confs = [d["confidence"] for d in decisions]
     seconds = time.perf_counter() - t0
     figures = evaluate_routes(examples, plans, confs, catalog=router.catalog)
+    if decisions is not None:
+        figures.update(abstention_figures(examples, decisions, cal))
     figures["seconds"] = seconds
     figures["requests_per_s"] = len(examples) / seconds if seconds > 0 else float("nan")
     return figures, plans, confs

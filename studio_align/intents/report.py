@@ -123,6 +123,24 @@ def plot_reliability(metrics: dict[str, Any], path: Path) -> str:
     return _save(fig, path)
 
 
+def plot_risk_coverage(metrics: dict[str, Any], path: Path) -> str:
+    """Selective accuracy of the requests kept against the fraction kept."""
+    sel = metrics["selective"]
+    curve = sel["curve"]
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.plot([p["coverage"] for p in curve], [p["selective_accuracy"] for p in curve], "o-",
+            color=ACCENT, ms=3)  # fmt: skip
+    ax.axhline(sel["target_accuracy"], ls="--", color="grey", lw=0.8)
+    ax.set_xlabel("coverage (fraction of requests routed)")
+    ax.set_ylabel("accuracy of routed requests")
+    ax.set_xlim(0, 1.02)
+    ax.set_title(
+        f"Risk-coverage: {sel['coverage_at_target']:.0%} kept at "
+        f"{sel['target_accuracy']:.0%} accuracy"
+    )
+    return _save(fig, path)
+
+
 def plot_stages(stages: Sequence[dict[str, Any]], path: Path) -> str:
     """Per pipeline stage: held-out accuracy, creator agreement, validity, and seconds."""
     names = [s["stage"] for s in stages]
@@ -208,6 +226,8 @@ def write_report(
     ]
     if "calibration" in metrics:
         imgs.append(plot_reliability(metrics, out / "reliability.png"))
+    if metrics.get("selective", {}).get("curve"):
+        imgs.append(plot_risk_coverage(metrics, out / "risk_coverage.png"))
     stage_img = plot_stages(stages, out / "stages.png") if stages else None
     (out / "metrics.json").write_text(
         json.dumps(
@@ -223,6 +243,9 @@ def write_report(
     ]
     if "ece" in metrics:
         cards.append(("calibration error (ECE)", metrics["ece"]))
+    if "selective" in metrics:
+        sel = metrics["selective"]
+        cards.append((f"kept at {sel['target_accuracy']:.0%} accuracy", sel["coverage_at_target"]))
     for name, m in (extra_metrics or {}).items():
         cards.append((f"{name}: exact", m["exact_plan_accuracy"]))
     parts = [
@@ -260,6 +283,7 @@ def write_report(
         f"<div class='grid'><div><img src='{imgs[1]}'></div>",
         f"<div><img src='{imgs[3]}'></div></div>" if len(imgs) > 3 else "</div>",
         f"<img src='{imgs[2]}'>",
+        *(f"<img src='{i}'>" for i in imgs[4:]),
         "<h2>Tables</h2><div class='grid'><div>",
         _slice_table(metrics["by_language"], "language"),
         _slice_table(metrics["by_plan_length"], "plan length"),

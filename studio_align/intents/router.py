@@ -40,6 +40,8 @@ from studio_align.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_cata
 from studio_align.errors import CheckpointError
 from studio_align.generation.constraint import FSMConstraint
 from studio_align.generation.sampler import Sampler
+from studio_align.intents.calibration import Calibration
+from studio_align.intents.decide import RoutingDecisions
 from studio_align.intents.format import (
     BOS,
     MAX_TEXT_TOKENS,
@@ -50,6 +52,7 @@ from studio_align.intents.format import (
     request_fields,
 )
 from studio_align.intents.grammar import PlanGrammar, compile_grammar
+from studio_align.intents.memory import ExemplarMemory
 from studio_align.models.bundle import load_model_bundle, save_model_bundle
 from studio_align.models.hf import load_hf
 
@@ -143,7 +146,7 @@ def _masked_sum_logps(logits: jax.Array, targets: jax.Array, allowed: jax.Array,
     return jnp.sum(lp, axis=-1)
 
 
-class Router:
+class Router(RoutingDecisions):
     """Route requests to plans with the engine LM under the catalog's plan grammar."""
 
     def __init__(
@@ -184,6 +187,8 @@ class Router:
         self.decode_used = "sampler" if self._sampler is not None else "full"
         self._logits_fn = jax.jit(self._logits)
         self._last_fn = jax.jit(self._last_logits)
+        self.calibration: Calibration | None = None  # fitted on validation (calibration.py)
+        self.memory: ExemplarMemory | None = None  # exemplars from feedback (memory.py)
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -204,7 +209,7 @@ class Router:
             bundle = load_model_bundle(path)
             model, tok = bundle.model, bundle.tokenizer
         version = kwargs.pop("version", None) or meta.get("version") or Path(path).name
-        return cls(
+        router = cls(
             model,
             tok,
             meta["catalog_obj"],
@@ -212,6 +217,9 @@ class Router:
             version=version,
             **kwargs,
         )
+        router.calibration = Calibration.load(path)
+        router.memory = ExemplarMemory.load(path)
+        return router
 
     # -- core ----------------------------------------------------------------------------------
 
@@ -342,7 +350,17 @@ class Router:
     def route(
         self, requests: Sequence[Any], *, batch_size: int = 64
     ) -> tuple[list[list[str]], list[float]]:
-        """Plans and confidences (probability of the decoded plan) for `requests`."""
+        """Plans and confidences (probability of the decoded plan) for `requests`; with a
+        calibration or memory loaded, `decide`'s plans and calibrated confidences."""
+        if self.calibration is not None or self.memory is not None:
+            ds = self.decide(requests, batch_size=batch_size)
+            return [d["plan"] for d in ds], [d["confidence"] for d in ds]
+        return self.route_raw(requests, batch_size=batch_size)
+
+    def route_raw(
+        self, requests: Sequence[Any], *, batch_size: int = 64
+    ) -> tuple[list[list[str]], list[float]]:
+        """The model's own plans and uncalibrated confidences (no calibration, no memory)."""
         plans: list[list[str]] = []
         confs: list[float] = []
         id_to_step = dict(zip(self.grammar.step_ids, self.catalog.names, strict=True))

@@ -46,6 +46,8 @@ class QuickstartConfig(Strict):
     grpo_lr: float = 1e-4
     grpo_beta: float = 0.0  # KL penalty to the stage's starting router
     eval_batch_size: int = 128
+    # abstain thresholds are fitted on validation for this selective accuracy (docs/router.md)
+    abstain_target: float = Field(0.95, gt=0.0, le=1.0)
     grading: bool = True  # also run the colour-grading vertical's demo (reward model + GRPO)
 
 
@@ -69,6 +71,8 @@ class StageResult:
             "heldout_exact": f.get("heldout", {}).get("exact_plan_accuracy", nan),
             "creator_agreement": f.get("creators", {}).get("exact_plan_accuracy", nan),
             "handwritten_exact": f.get("handwritten", {}).get("exact_plan_accuracy", nan),
+            "handwritten_v2_exact": f.get("handwritten_v2", {}).get("exact_plan_accuracy", nan),
+            "handwritten_v2_ece": f.get("handwritten_v2", {}).get("ece", nan),
             "heldout_majority_exact": f.get("heldout_majority", {}).get("exact_plan_accuracy", nan),
             "handwritten_majority_exact": f.get("handwritten_majority", {}).get(
                 "exact_plan_accuracy", nan

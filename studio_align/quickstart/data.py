@@ -11,9 +11,9 @@ from typing import Any
 
 from studio_align.catalog import Catalog
 from studio_align.data.compile import compile_logs
+from studio_align.intents import eval as packaged
 from studio_align.intents.creators import demo_creator_data, majority_plans
 from studio_align.intents.demo import demo_splits, write_jsonl
-from studio_align.intents.eval_sets import eval_set_names, load_eval_set
 from studio_align.quickstart.config import QuickstartConfig
 
 
@@ -34,10 +34,10 @@ def prepare_data(out: Path, cfg: QuickstartConfig, catalog: Catalog) -> dict[str
         shutil.rmtree(compiled)
     result = compile_logs([logs], compiled, seed=cfg.seed, catalog=catalog, check_images=False)
     sets = {"heldout": splits["heldout"], "creators": creators["eval_preferred"]}
-    for name in eval_set_names():
-        sets[name] = load_eval_set(name)
+    sets["handwritten"] = packaged.load("handwritten_v1")
+    sets["handwritten_v2"] = packaged.load("handwritten_v2")
     # the same requests against the majority creator's preferred plan (see majority_plans)
-    for name in ("heldout", "handwritten"):
+    for name in ("heldout", "handwritten", "handwritten_v2"):
         if name in sets:
             sets[f"{name}_majority"] = majority_plans(sets[name], catalog)
     return {

@@ -36,6 +36,7 @@ from studio_align.quickstart.config import PipelineResult, QuickstartConfig, Sta
 from studio_align.quickstart.data import prepare_data
 from studio_align.quickstart.report import (
     Log,
+    calibrate_stage,
     evaluate_stage,
     run_grading,
     summary_line,
@@ -68,6 +69,7 @@ def _run_stage(
     res.checkpoint = str(ckpt)
     t = time.perf_counter()
     try:
+        calibrate_stage(ckpt, cfg, data)
         res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
     except Exception as e:  # the checkpoint stays; say why there are no figures
         res.status = "eval failed"

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from studio_align.intents import eval as packaged
+from studio_align.intents.calibration import fit_calibration
 from studio_align.intents.evaluate import errors, evaluate_router
 from studio_align.intents.report import write_report
 from studio_align.intents.router import Router
@@ -15,6 +17,16 @@ from studio_align.quickstart.config import QuickstartConfig, StageResult
 from studio_align.verticals.grading.demo import run_grading_demo
 
 Log = Callable[[str], None]
+
+
+def calibrate_stage(checkpoint: Path, cfg: QuickstartConfig, data: dict[str, Any]) -> None:
+    """Fit temperature, unfamiliarity model and abstain thresholds on validation only (the
+    hand-written validation set + generator validation) and save them in the checkpoint."""
+    router = Router.load(checkpoint)
+    router.calibration = None
+    val = packaged.load("handwritten_val") + list(data["splits"]["val"][:80])
+    cal = fit_calibration(router, data["splits"]["train"], val, target=cfg.abstain_target)
+    cal.save(checkpoint)
 
 
 def evaluate_stage(
@@ -35,7 +47,8 @@ def summary_line(r: StageResult) -> str:
     return (
         f"{r.stage:<6} {r.status:<10} train {row['seconds']:>6.1f}s  eval {row['eval_seconds']:>5.1f}s  "
         f"held-out {_fmt(row['heldout_exact'])}  creators {_fmt(row['creator_agreement'])}  "
-        f"handwritten {_fmt(row['handwritten_exact'])}  valid {_fmt(row['validity_rate'])}  "
+        f"handwritten {_fmt(row['handwritten_exact'])}  v2 {_fmt(row['handwritten_v2_exact'])} "
+        f"(ECE {_fmt(row['handwritten_v2_ece'])})  valid {_fmt(row['validity_rate'])}  "
         f"(majority preference: held-out {_fmt(row['heldout_majority_exact'])}, "
         f"handwritten {_fmt(row['handwritten_majority_exact'])})"
     )

@@ -1,0 +1,94 @@
+"""One scoring pass over decoded plans: per-step constrained logits and the request embedding.
+
+After greedy decoding, calibration and memory need two things the sampler does not
+return: the logits at each plan step (to re-score the plan at a fitted temperature) and
+the request's hidden state at the `<plan>` position (the router's own embedding of the
+request, used by the unfamiliarity score and the exemplar memory). Both come from one
+forward pass over prompt + plan, jitted once per (batch, length) bucket like the router's
+other passes.
+
+Design choices:
+- The embedding is the final-norm hidden state at `<plan>`: the state from which the
+  first step is predicted, so requests the router treats alike lie close together.
+  It is L2-normalised for the memory (cosine similarity) and kept raw for the
+  Mahalanobis distance.
+- Step logits come back masked by the grammar (-inf where a token is not allowed), so
+  any temperature applied to them keeps the constrained, renormalised semantics of the
+  router's confidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+
+@dataclass
+class Analysis:
+    """Per request: step logits [N, K, V] (masked), chosen ids [N, K] (-1 = none) and the
+    `<plan>` hidden state [N, D]."""
+
+    step_logits: np.ndarray
+    actions: np.ndarray
+    hidden: np.ndarray
+
+
+@partial(jax.jit, static_argnums=0)
+def _scan(graphdef: Any, state: Any, tokens: jax.Array, mask: jax.Array, pos: jax.Array):
+    model = nnx.merge(graphdef, state)
+    h = model.hidden(tokens, None, mask)  # [B, T, D]
+    rows = jnp.arange(tokens.shape[0])[:, None]
+    steps = h[rows, pos]  # [B, K, D]: states predicting each plan token
+    return model.logits(steps).astype(jnp.float32), steps[:, 0, :]
+
+
+def _bucket(n: int, minimum: int) -> int:
+    b = minimum
+    while b < n:
+        b *= 2
+    return b
+
+
+def analyse(
+    router: Any,
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    inits: Sequence[int],
+) -> Analysis:
+    """Step logits, chosen ids and `<plan>` embeddings for decoded `completions`."""
+    g = router.grammar
+    k = router.max_steps + 1
+    n = len(prompts)
+    b = _bucket(n, 1)
+    t = _bucket(max(len(p) + len(c) for p, c in zip(prompts, completions, strict=True)), 16)
+    tokens = np.full((b, t), g.pad_id, np.int32)
+    mask = np.zeros((b, t), bool)
+    pos = np.zeros((b, k), np.int32)
+    actions = np.full((n, k), -1, np.int64)
+    states = np.full((n, k), g.done_state, np.int64)
+    for i, (p, c, s0) in enumerate(zip(prompts, completions, inits, strict=True)):
+        seq = list(p) + list(c)
+        tokens[i, : len(seq)] = seq
+        mask[i, : len(seq)] = True
+        s = s0
+        for j in range(k):
+            pos[i, j] = min(len(p) - 1 + j, t - 1)
+            if j < len(c):
+                actions[i, j] = c[j]
+                states[i, j] = s
+                s = int(g.next_state[s, c[j]])
+    logits, hidden = _scan(
+        router._graphdef, router._state, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(pos)
+    )
+    logits = np.asarray(logits)[:n]
+    allowed = g.allowed[states]  # [N, K, V]
+    masked = np.where(allowed, logits, -np.inf)
+    masked = np.where((actions >= 0)[..., None], masked, 0.0)
+    return Analysis(masked, actions, np.asarray(hidden)[:n])
