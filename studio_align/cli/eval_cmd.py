@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from studio_align.cli import main
-from studio_align.intents.evaluate import evaluate_checkpoint
+from studio_align.intents.checkpoint_eval import evaluate_checkpoint
 from studio_align.jsonsafe import json_safe
 
 

@@ -23,16 +23,11 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from studio_align.catalog import Catalog, default_catalog
-from studio_align.errors import DataError
-from studio_align.intents.demo import read_examples
 from studio_align.intents.format import is_cjk, request_fields
-from studio_align.intents.report import write_report
 from studio_align.intents.rewards import ordered_step_f1
-from studio_align.intents.router import Router
 from studio_align.intents.selective import selective_summary
 
 Plan = Sequence[str]
@@ -226,33 +221,3 @@ def evaluate_router(
     figures["seconds"] = seconds
     figures["requests_per_s"] = len(examples) / seconds if seconds > 0 else float("nan")
     return figures, plans, confs
-
-
-def evaluate_checkpoint(
-    checkpoint: str | Path,
-    data: str | Path,
-    *,
-    report_dir: str | Path | None = None,
-    batch_size: int = 64,
-) -> dict[str, Any]:
-    """`eval router`: load a router checkpoint, score it on a labelled JSONL file, and
-    optionally write the HTML/PNG report. Returns the figures (JSON-ready)."""
-
-    examples = read_examples(data)
-    if not examples:
-
-        raise DataError(f"{data}: no labelled routing examples")
-    router = Router.load(checkpoint)
-    figures, plans, confs = evaluate_router(router, examples, batch_size=batch_size)
-    figures["checkpoint"] = str(checkpoint)
-    figures["data"] = str(data)
-    if report_dir is not None:
-
-        page = write_report(
-            report_dir,
-            figures,
-            title=f"Router evaluation: {Path(checkpoint).name} on {Path(data).name}",
-            mistakes=errors(examples, plans, confs),
-        )
-        figures["report"] = str(page)
-    return figures
