@@ -31,7 +31,7 @@ from matplotlib.patches import Patch
 from studio_align.intents.report_text import SET_LABELS, glossary_html, headline, words
 
 ACCENT, MUTED, BAD, GOOD = "#3b6fb6", "#a9b8cc", "#d0603f", "#6a9f58"
-STYLE: dict[str, Any] = {
+STYLE: Any = {
     "font.size": 11,
     "axes.titlesize": 13,
     "axes.labelsize": 11,
