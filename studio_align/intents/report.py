@@ -212,13 +212,19 @@ def _fmt(v: Any) -> str:
     return html.escape(str(v))
 
 
+def _cell(row: dict[str, Any], col: str) -> str:
+    v = row.get(col, "")
+    if col == "stage":
+        return _fmt(words(str(v)))
+    if col in ("seconds", "eval_seconds") and _real(v):
+        return f"{v:.0f}"
+    return _fmt(v)
+
+
 def _table(rows: Sequence[dict[str, Any]], cols: Sequence[str]) -> str:
     head = "".join(f"<th>{html.escape(words(c))}</th>" for c in cols)
     body = "".join(
-        "<tr>"
-        + "".join(f"<td>{_fmt(words(r[c]) if c == 'stage' else r.get(c, ''))}</td>" for c in cols)
-        + "</tr>"
-        for r in rows
+        "<tr>" + "".join(f"<td>{_cell(r, c)}</td>" for c in cols) + "</tr>" for r in rows
     )
     return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
 
@@ -240,7 +246,7 @@ img{max-width:100%;height:auto;border:1px solid #eee;border-radius:6px;margin:.5
 @media (max-width:900px){.grid{grid-template-columns:minmax(0,1fr)}}
 .scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.92em}
-td,th{border-bottom:1px solid #e3e3e3;padding:.3em .7em;text-align:left;overflow-wrap:anywhere}th{background:#fafafa}
+td,th{border-bottom:1px solid #e3e3e3;padding:.3em .7em;text-align:left;overflow-wrap:break-word}th{background:#fafafa}
 .note{color:#444;font-size:.95em}
 dl.glossary{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.3em 1.2em}
 dl.glossary dt{font-weight:600}dl.glossary dd{margin:0}
