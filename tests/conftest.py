@@ -63,9 +63,7 @@ def cpu8_env(devices: int = 8, **extra: str) -> dict[str, str]:
     env.pop("STUDIO_ALIGN_PLUGINS", None)
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra)
     return env
 
@@ -75,10 +73,12 @@ def run_python_on_8_devices() -> Callable[..., subprocess.CompletedProcess[str]]
     """`run(code, timeout=300)`: run Python source in a subprocess with 8 CPU devices."""
 
     def run(code: str, *, timeout: float = 300, devices: int = 8) -> Any:
+        env = cpu8_env(devices)  # tests/ importable too: the code may reuse a test's helpers
+        env["PYTHONPATH"] = os.pathsep.join((str(ROOT / "tests"), env["PYTHONPATH"]))
         return subprocess.run(
             [sys.executable, "-c", code],
             cwd=ROOT,
-            env=cpu8_env(devices),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -41,7 +41,7 @@ def test_fmt_duration():
 
 def test_lines_off_a_tty_come_at_the_interval_with_rate_and_eta():
     clock, out = FakeClock(), io.StringIO()
-    p = Progress(100, stage="sft", stream=out, interval=20, clock=clock)
+    p = Progress(100, stage="sft", stream=out, interval=20, clock=clock, watchdog=False)
     assert out.getvalue() == "[sft] 100 steps\n"
     for step in range(1, 101):
         clock.t += 0.5  # 2 steps/s
@@ -57,7 +57,7 @@ def test_lines_off_a_tty_come_at_the_interval_with_rate_and_eta():
 
 def test_rate_is_the_window_since_the_last_line_not_the_compile():
     clock, out = FakeClock(), io.StringIO()
-    p = Progress(1000, stage="dpo", stream=out, interval=20, clock=clock)
+    p = Progress(1000, stage="dpo", stream=out, interval=20, clock=clock, watchdog=False)
     clock.t += 25  # the first step compiles for 25 s
     p.update(1)
     for step in range(2, 42):
@@ -71,7 +71,7 @@ def test_rate_is_the_window_since_the_last_line_not_the_compile():
 
 def test_resumed_run_says_so_and_counts_from_start():
     clock, out = FakeClock(), io.StringIO()
-    p = Progress(10, stage="sft", start=6, stream=out, interval=1, clock=clock)
+    p = Progress(10, stage="sft", start=6, stream=out, interval=1, clock=clock, watchdog=False)
     clock.t += 2
     p.update(8)
     assert out.getvalue().splitlines()[0] == "[sft] 10 steps, resuming at 6"
@@ -174,3 +174,40 @@ def test_heartbeat_propagates_the_body_error():
         heartbeat("sft", "x", stream=io.StringIO(), interval=3600),
     ):
         raise ValueError("boom")
+
+
+def test_watchdog_fills_the_gap_of_a_blocking_sync():
+    """Steps dispatched fast, then the loop blocks reading results back: the watchdog
+    writes the status meanwhile, and says what a `waiting` block waits for."""
+    clock, out = FakeClock(), io.StringIO()
+    p = Progress(200, stage="sft", stream=out, interval=20, clock=clock, watchdog=False)
+    beat = _Beat(p._emitter, "sft", "", 20, None, p._beat_line)  # the watchdog, driven here
+    ticks = iter([False, False, True])
+
+    def wait(timeout: float) -> bool:
+        clock.t += timeout
+        return next(ticks)
+
+    for step in range(1, 21):
+        p.update(step)  # dispatched in no time
+    beat.run(wait)  # ...then 40 s blocked: two watchdog lines
+    lines = out.getvalue().splitlines()
+    assert lines[1:] == [
+        "[sft] step 20/200 (10%) | 1 step/s | elapsed 0:20 | ETA 3:00",
+        "[sft] step 20/200 (10%) | 0.5 step/s | elapsed 0:40 | ETA 6:00",
+    ]
+    with p._waiting_for("evaluating"):  # what waiting() uses when the watchdog runs
+        clock.t += 21
+        assert p._emitter.line_if_quiet(p._beat_line, 20)
+    assert out.getvalue().splitlines()[-2:] == [
+        "[sft] evaluating: still running, 0:21 elapsed | step 20/200",
+        "[sft] evaluating: done in 0:21",
+    ]
+
+
+def test_watchdog_thread_starts_and_stops_with_the_progress():
+    out = io.StringIO()
+    p = Progress(5, stage="x", stream=out, interval=3600)
+    assert p._beat is not None and p._beat._thread is not None and p._beat._thread.is_alive()
+    p.close()
+    assert not p._beat._thread.is_alive()

@@ -12,13 +12,18 @@ free-standing `heartbeat(stage, what)`, which writes `still running` lines from 
 thread while the call lasts.
 
 Design choices:
-- Step-driven output is thread-free: `update(step)` writes a line when `interval` has
-  passed since the last line, so a run adds no thread and no lock contention per step.
-  The gap between lines is at most `interval` plus the time between two `update` calls.
-- A timer thread exists only inside `waiting`/`heartbeat`, i.e. only around calls that
-  can outlast the interval on their own. It shares the last-line time with the bar it
-  belongs to (`_Emitter`), so a wait followed by steps never doubles the gap.
-- The default interval is 20 s, leaving room for a slow step under the 30 s promise.
+- Step-driven output: `update(step)` writes a line when `interval` has passed since the
+  last line. That alone is not enough: JAX dispatches steps asynchronously and a loop
+  blocks only where it reads results back (every `log_every` steps), so `update` calls
+  can be minutes apart under load (measured: 20 steps synchronised at once took 170 s
+  at load average 30). So off a TTY a watchdog thread (`_Beat`) writes the same status
+  line whenever `interval` seconds pass without one; it sleeps on an Event in between,
+  so it costs nothing per step. `watchdog=False` gives the purely thread-free variant.
+- `waiting(what)` (around a compile, an evaluation, a reference precompute) makes the
+  watchdog say what the run waits for; the free-standing `heartbeat()` runs its own
+  timer thread for code outside a `Progress`. Both share the last-line time
+  (`_Emitter.line_if_quiet`, under a lock), so lines never double up.
+- The default interval is 20 s; with the watchdog, gaps stay within it plus a wake-up.
 - Clock, stream, TTY detection and the timer's wait are injectable, so tests check the
   output exactly without sleeping or asserting on wall-clock time.
 - Lines are flushed at once; a bar's neighbours are written with `tqdm.write`, so a
@@ -75,16 +80,27 @@ class _Emitter:
 
     def line(self, text: str) -> None:
         with self.lock:
-            if self.bar is not None:
-                tqdm.write(text, file=self.stream)
-            else:
-                self.stream.write(text + "\n")
-                self.stream.flush()
-            self.last = self.clock()
+            self._write(text)
+
+    def line_if_quiet(self, render: Callable[[], str], interval: float) -> bool:
+        """Write `render()` if nothing was written for `interval` s (atomic across threads)."""
+        with self.lock:
+            if self.clock() - self.last < interval:
+                return False
+            self._write(render())
+            return True
+
+    def _write(self, text: str) -> None:
+        if self.bar is not None:
+            tqdm.write(text, file=self.stream)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        self.last = self.clock()
 
 
 class _Beat:
-    """The timer thread of `heartbeat`: a `still running` line every `interval` seconds."""
+    """The timer thread: a `still running` line (or `render()`) once `interval` s are quiet."""
 
     def __init__(
         self,
@@ -93,9 +109,10 @@ class _Beat:
         what: str,
         interval: float,
         detail: Callable[[], str] | None,
+        render: Callable[[], str] | None = None,
     ) -> None:
         self.emitter, self.stage, self.what = emitter, stage, what
-        self.interval, self.detail = interval, detail
+        self.interval, self.detail, self.render = interval, detail, render
         self.t0 = emitter.clock()
         self.beats = 0
         self._stop = threading.Event()
@@ -107,13 +124,13 @@ class _Beat:
             due = self.emitter.last + self.interval - self.emitter.clock()
             if wait(max(0.0, due)):
                 return
-            if self.emitter.clock() - self.emitter.last >= self.interval:
-                extra = f" | {self.detail()}" if self.detail else ""
-                elapsed = fmt_duration(self.emitter.clock() - self.t0)
-                self.emitter.line(
-                    f"[{self.stage}] {self.what}: still running, {elapsed} elapsed{extra}"
-                )
+            if self.emitter.line_if_quiet(self.render or self._still_running, self.interval):
                 self.beats += 1
+
+    def _still_running(self) -> str:
+        extra = f" | {self.detail()}" if self.detail else ""
+        elapsed = fmt_duration(self.emitter.clock() - self.t0)
+        return f"[{self.stage}] {self.what}: still running, {elapsed} elapsed{extra}"
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -180,6 +197,7 @@ class Progress:
         enabled: bool = True,
         interval: float = HEARTBEAT_S,
         clock: Clock = time.monotonic,
+        watchdog: bool = True,
     ) -> None:
         self.stream = stream or sys.stderr
         self.total, self.start, self.stage, self.unit = total, start, stage, unit
@@ -193,6 +211,8 @@ class Progress:
         self._mark = (self.t0, start)  # (time, step) of the last line: the rate's window
         self._closed = False
         self._bar: Any = None
+        self._beat: _Beat | None = None
+        self._waiting: tuple[str, float] | None = None
         if not enabled:
             return
         if self.tty:
@@ -209,6 +229,9 @@ class Progress:
         else:
             resumed = f", resuming at {start}" if start else ""
             self._emitter.line(f"[{stage}] {total} {unit}s{resumed}")
+            if watchdog:
+                self._beat = _Beat(self._emitter, stage, "", interval, None, self._beat_line)
+                self._beat.start()
 
     # -- lines --------------------------------------------------------------------------------
 
@@ -264,6 +287,8 @@ class Progress:
         """
         if self._bar is not None:
             return self._labelled(what)
+        if self._beat is not None:
+            return self._waiting_for(what)
         return heartbeat(
             self.stage,
             what,
@@ -272,6 +297,28 @@ class Progress:
             _emitter=self._emitter,
             _detail=lambda: f"{self.unit} {self.step}/{self.total}",
         )
+
+    def _beat_line(self) -> str:
+        """What the watchdog writes: the status, or what a long call is waiting for."""
+        if self._waiting is None:
+            return f"[{self.stage}] {self.status()}"
+        what, t0 = self._waiting
+        elapsed = fmt_duration(self.clock() - t0)
+        return (
+            f"[{self.stage}] {what}: still running, {elapsed} elapsed | "
+            f"{self.unit} {self.step}/{self.total}"
+        )
+
+    @contextlib.contextmanager
+    def _waiting_for(self, what: str) -> Iterator[None]:
+        t0 = self.clock()
+        self._waiting = (what, t0)
+        try:
+            yield
+        finally:
+            self._waiting = None
+        if self.clock() - t0 >= self.interval:
+            self.note(f"{what}: done in {fmt_duration(self.clock() - t0)}")
 
     @contextlib.contextmanager
     def _labelled(self, what: str) -> Iterator[None]:
@@ -285,6 +332,8 @@ class Progress:
         if self._closed:
             return
         self._closed = True
+        if self._beat is not None:
+            self._beat.stop()
         if not self.enabled:
             return
         if self._bar is not None:
