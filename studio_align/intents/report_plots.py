@@ -3,6 +3,7 @@ PNG and returning its file name; `report.py` lays them out in the HTML page."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
