@@ -43,6 +43,7 @@ from studio_align.quickstart.report import (
     write_pipeline_report,
 )
 from studio_align.quickstart.stages import STAGES, stage_plan
+from studio_align.training.progress import heartbeat
 
 
 def _count_lines(path: Path) -> int:
@@ -69,8 +70,9 @@ def _run_stage(
     res.checkpoint = str(ckpt)
     t = time.perf_counter()
     try:
-        calibrate_stage(ckpt, cfg, data)
-        res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
+        with heartbeat(name, "calibrating and evaluating"):  # a line at least every 20 s
+            calibrate_stage(ckpt, cfg, data)
+            res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
     except Exception as e:  # the checkpoint stays; say why there are no figures
         res.status = "eval failed"
         missing.append(f"{name} evaluation: failed ({type(e).__name__}: {e})")
@@ -97,7 +99,9 @@ def run_quickstart(
     total = 1 + len(plan) + int(cfg.grading) + 1
     log(f"[1/{total}] data: generating demo requests and creator logs ...")
     t = time.perf_counter()
-    data = prepare_data(out, cfg, catalog)
+    with heartbeat("data", "generating and compiling"):
+        data = prepare_data(out, cfg, catalog)
+    timings = {"data": time.perf_counter() - t}
     n_logs = _count_lines(out / "data" / "creator_logs.jsonl")
     log(
         f"      {len(data['splits']['train'])} labelled train, {len(data['splits']['heldout'])} "
@@ -125,6 +129,8 @@ def run_quickstart(
             f"[{total - 1}/{total}] grading: reward model from selections + GRPO colour grading ..."
         )
         grading = run_grading(out, cfg, log, missing)
+        if grading is not None:
+            timings["grading vertical"] = float(grading["seconds"])
 
     log(f"[{total}/{total}] report ...")
     router_dir: Path | None = None
@@ -135,9 +141,11 @@ def run_quickstart(
             shutil.rmtree(router_dir)
         shutil.copytree(current, router_dir)
         try:
-            page = write_pipeline_report(
-                out / "report", stages, data, router_dir, cfg, missing, grading=grading
-            )
+            with heartbeat("report", "scoring the final router and drawing the report"):
+                page = write_pipeline_report(
+                    out / "report", stages, data, router_dir, cfg, missing, grading=grading,
+                    timings=timings,
+                )  # fmt: skip
         except Exception as e:
             missing.append(f"report: failed ({type(e).__name__}: {e})")
             (out / "report_error.txt").write_text(traceback.format_exc(), encoding="utf-8")

@@ -14,6 +14,7 @@ from studio_align.intents.evaluate import errors, evaluate_router
 from studio_align.intents.report import write_report
 from studio_align.intents.router import Router
 from studio_align.quickstart.config import QuickstartConfig, StageResult
+from studio_align.training.progress import heartbeat
 from studio_align.verticals.grading.demo import run_grading_demo
 
 Log = Callable[[str], None]
@@ -60,7 +61,8 @@ def run_grading(
     """The grading vertical's own demo loop (issue: aesthetic alignment), if present."""
     t = time.perf_counter()
     try:
-        rep = run_grading_demo(out / "grading", seed=cfg.seed, quick=True)
+        with heartbeat("grading", "reward model + GRPO colour grading"):
+            rep = run_grading_demo(out / "grading", seed=cfg.seed, quick=True)
     except Exception as e:
         missing.append(f"grading: failed ({type(e).__name__}: {e})")
         (out / "grading_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
@@ -86,6 +88,7 @@ def write_pipeline_report(
     missing: list[str],
     *,
     grading: dict[str, Any] | None = None,
+    timings: dict[str, float] | None = None,
 ) -> Path:
     """The final router's report (creators' preferred plans as the main set)."""
     router = Router.load(router_dir)
@@ -127,4 +130,6 @@ def write_pipeline_report(
         extra_metrics=extra,
         notes=notes,
         extra_images=images,
+        main_set="creators",
+        timings=[(name, sec) for name, sec in (timings or {}).items()],
     )
