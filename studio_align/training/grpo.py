@@ -76,6 +76,7 @@ from studio_align.training.loop import check_finite
 from studio_align.training.metrics import MetricsLogger
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import Policy
+from studio_align.training.progress import Progress
 from studio_align.training.state import RunCheckpoints, TrainState, open_checkpoints
 
 __all__ = ["GRPOConfig", "GRPOResult", "GRPOTrainer", "RewardFn", "plugin_reward_fn"]
@@ -307,9 +308,12 @@ class GRPOTrainer(RolloutMixin):
         t0 = time.perf_counter()
         result = GRPOResult(steps=steps or self.cfg.steps)
         pending: list[dict[str, Any]] = []
+        progress = Progress(result.steps, start=self.step_count, stage="grpo",
+                            enabled=self.logger is not None)  # fmt: skip
         try:
             for s in range(self.step_count + 1, result.steps + 1):
                 m = self.step(fetch=False, last=result.steps)
+                progress.update(s)
                 self.step_count = s
                 m["step"] = s
                 pending.append(m)
@@ -333,6 +337,7 @@ class GRPOTrainer(RolloutMixin):
                 self._record_at = {k: v for k, v in self._record_at.items() if k > s}
         finally:
             self._drain()
+            progress.close()
         if self._ckpt is not None:
             self._ckpt.checkpointer.wait()
         nnx.update(self.model, self.params, self.rest)
