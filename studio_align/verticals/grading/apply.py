@@ -139,7 +139,7 @@ def grade_files(
         raise DataError("grading images needs --out DIR")
     skipped: dict[str, str] = {}
     pixels, t0 = 0, time.perf_counter()
-    bar = Progress(len(files), name="grade", enabled=None if progress else False)
+    bar = Progress(len(files), stage="grade", enabled=progress)
     for i, (src, rel) in enumerate(files):
         try:
             with Image.open(src) as im:

@@ -44,7 +44,7 @@ def load_thumbs(
     paths: Sequence[str], size: int, *, skip_bad: bool, progress: bool = True
 ) -> tuple[Thumbs, dict[str, str]]:
     """Decode `paths` into thumbnails; returns them and {path: reason} of unreadable ones."""
-    bar = Progress(len(paths), name="images", enabled=None if progress else False)
+    bar = Progress(len(paths), stage="images", enabled=progress)
     good: list[str] = []
     arrays = []
     bad: dict[str, str] = {}

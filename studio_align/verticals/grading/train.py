@@ -38,7 +38,6 @@ from studio_align.reward_models.train import EncoderConfig, RewardTrainConfig, t
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.grpo import GRPOTrainer, plugin_reward_fn
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
-from studio_align.training.metrics import Progress
 from studio_align.verticals.grading.color import mean_delta_e
 from studio_align.verticals.grading.dataset import (
     Thumbs,
@@ -57,18 +56,6 @@ from studio_align.verticals.grading.objectives import (
 )
 from studio_align.verticals.grading.renderer import render
 from studio_align.verticals.grading.run_config import GradingRunConfig
-
-
-class _ProgressGRPO(GRPOTrainer):
-    """The shared GRPO trainer with a progress bar (one tick per optimisation step)."""
-
-    progress: Progress | None = None
-
-    def step(self) -> dict[str, float]:
-        m = super().step()
-        if self.progress is not None:
-            self.progress.update(self.step_count + 1, {"reward": m["reward/total/mean"]})
-        return m
 
 
 def _loop_cfg(cfg: GradingRunConfig, stage: str, steps: int, batch_size: int) -> TrainRunConfig:
@@ -270,7 +257,7 @@ def _grpo(
         for i in range(len(rows))
     ]
     g = cfg.grpo
-    trainer = _ProgressGRPO(
+    trainer = GRPOTrainer(
         ConditionedRolloutPolicy(sources, th.feats[rows], cond),
         model.policy,
         records,
@@ -284,9 +271,7 @@ def _grpo(
         fire_hook=True,
         checkpoint=cfg.checkpoint,
     )
-    trainer.progress = Progress(g.steps, start=trainer.step_count, name="grpo")
-    result = trainer.train()
-    trainer.progress.close()
+    result = trainer.train()  # its own progress bar / heartbeat lines
     hist = result.history
     first = [h["reward/total/mean"] for h in hist[:5]]
     last = [h["reward/total/mean"] for h in hist[-5:]]
