@@ -71,6 +71,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--checkpoint", type=Path, default=None)
+    ap.add_argument(
+        "--no-warmup", action="store_true", help="skip compiling every bucket (sequential client)"
+    )
     args = ap.parse_args()
     n = max(1, min(args.requests, 1_000_000))
     tmp = Path(tempfile.mkdtemp(prefix="serve-hardening-"))
@@ -84,6 +87,7 @@ def main() -> None:
     srv = ServerProcess(
         ck, tmp / "fb.jsonl", "--set", f"admin_token={TOKEN}",
         "--set", f"checkpoint_roots=[{json.dumps(str(root))}]", "--set", "max_batch=8",
+        *(["--set", "warmup=false"] if args.no_warmup else []),
     )  # fmt: skip
     try:
         srv.wait_healthy(timeout=900)
@@ -96,6 +100,7 @@ def main() -> None:
                 c.get(f"/unique-{i}-{os.urandom(4).hex()}")
             after = len(c.get("/metrics").content)
             out["metrics_bytes"] = {"before": before, "after": after, "growth": after - before}
+            _partial(out)
 
             req = {"text": "turn this photo into a short clip", "attachments": ["image"]}
             fb = {"id": "bench-1", "request": req, "proposed": ["wan.image_to_video"],
@@ -130,6 +135,7 @@ def main() -> None:
             }
             out["mixed_status_codes"] = codes
             out["mixed_requests_per_s"] = round(n / (time.perf_counter() - t1), 1)
+            _partial(out)
             lines = (tmp / "fb.jsonl").read_text().splitlines()
             out["feedback_lines_after_retries"] = len(lines)
 
@@ -163,6 +169,11 @@ def main() -> None:
     }
     out["load_after"] = os.getloadavg()
     print(json.dumps(out, indent=1))
+
+
+def _partial(out: dict) -> None:
+    """Print what is measured so far (a run cut short still leaves its figures)."""
+    print("partial: " + json.dumps(out), file=sys.stderr, flush=True)
 
 
 def _link(path: Path, target: Path) -> Path:

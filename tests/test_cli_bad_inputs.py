@@ -355,6 +355,8 @@ def _bad_log(env: Env) -> Path:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     e = Env(tmp_path_factory.mktemp("bad_inputs"))
+    sane = run_cli(["plugins", "list"], e.base)  # else every case would exit 2 vacuously
+    assert sane.returncode == 0, f"the CLI is broken before any bad input: {sane.stderr}"
     if shutil.which("mount") and os.geteuid() == 0:
         e.try_mounts()
     try:

@@ -49,6 +49,7 @@ from typing import IO, Any, NamedTuple
 from pydantic import ValidationError
 
 from studio_align.catalog import Catalog, default_catalog
+from studio_align.data.paths import check_quarantine_target, confined
 from studio_align.data.schemas import (
     EVENT_ADAPTER,
     EVENT_TYPES,
@@ -235,32 +236,6 @@ def expand_log_paths(
     if not out:
         raise DataError("no log files given")
     return out
-
-
-def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)  # follows symlinks
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def check_quarantine_target(quarantine: str | os.PathLike[str], inputs: Iterable[Path]) -> None:
-    """Refuse a quarantine path that is an input or shares its inode (hard link, symlink)."""
-    target = _identity(quarantine)
-    real = os.path.realpath(quarantine)  # a dangling symlink would create its target
-    for p in inputs:
-        if (target is not None and target == _identity(p)) or real == os.path.realpath(p):
-            raise DataError(
-                f"quarantine file {quarantine} is the input log {p} (same file, hard link or "
-                "symlink); writing it would destroy the input: choose another path"
-            )
-
-
-def confined(path: str, roots: tuple[str, ...]) -> bool:
-    """Whether `path`, symlinks resolved, lies inside one of `roots` (resolved folders)."""
-    real = os.path.realpath(path)
-    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 class _Quarantine:

@@ -1,0 +1,45 @@
+"""Path safety for the log reader: quarantine targets and image confinement.
+
+Design choices:
+
+* A quarantine file is compared with every input by device and inode (symlinks
+  followed) and by real path (a dangling symlink would create its target), so a hard
+  link, a symlink or the same path is refused before anything is truncated.
+* An image is confined when its real path (every symlink resolved) lies inside one of
+  the given roots; a string prefix test on real paths with a trailing separator, so
+  `/logs-evil` is not inside `/logs`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from studio_align.errors import DataError
+
+
+def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)  # follows symlinks
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_quarantine_target(quarantine: str | os.PathLike[str], inputs: Iterable[Path]) -> None:
+    """Refuse a quarantine path that is an input or shares its inode (hard link, symlink)."""
+    target = _identity(quarantine)
+    real = os.path.realpath(quarantine)  # a dangling symlink would create its target
+    for p in inputs:
+        if (target is not None and target == _identity(p)) or real == os.path.realpath(p):
+            raise DataError(
+                f"quarantine file {quarantine} is the input log {p} (same file, hard link or "
+                "symlink); writing it would destroy the input: choose another path"
+            )
+
+
+def confined(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether `path`, symlinks resolved, lies inside one of `roots` (resolved folders)."""
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
