@@ -18,12 +18,13 @@ import json
 import sys
 from pathlib import Path
 
+from studio_align.intents.pipeline import QuickstartConfig, prepare_data, stage_dpo, stage_grpo
+
 from studio_align.config import apply_overrides, validate
 from studio_align.intents import eval as packaged
 from studio_align.intents.creators import majority_plans
 from studio_align.intents.demo import read_examples
 from studio_align.intents.evaluate import evaluate_router
-from studio_align.intents.pipeline import QuickstartConfig, prepare_data, stage_dpo, stage_grpo
 from studio_align.intents.router import Router
 from studio_align.plugins import get_host
 

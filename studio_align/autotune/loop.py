@@ -54,7 +54,6 @@ class Autotune:
             branch = self.opt.git_branch or f"autotune/{space.name}"
             self.git = GitRecorder(self.opt.git_repo, branch, subdir=f"autotune/{space.name}")
 
-    # -- helpers -----------------------------------------------------------------------
     def _log(self, msg: str) -> None:
         if self.opt.log:
             self.opt.log(msg)

@@ -21,6 +21,7 @@ import click
 from pydantic import BaseModel
 
 from studio_align.cli import main
+from studio_align.cli.train_cmd import train
 from studio_align.config import commented_toml, describe_keys, toml_value
 
 # train subcommand -> (module, run-config class)
@@ -97,10 +98,4 @@ def attach_config_help(group: click.Group) -> None:
         setattr(cmd, "_config_help", True)  # noqa: B010
 
 
-def _attach() -> None:
-    from studio_align.cli.train_cmd import train
-
-    attach_config_help(train)
-
-
-_attach()
+attach_config_help(train)

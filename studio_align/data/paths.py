@@ -43,3 +43,31 @@ def confined(path: str, roots: tuple[str, ...]) -> bool:
     """Whether `path`, symlinks resolved, lies inside one of `roots` (resolved folders)."""
     real = os.path.realpath(path)
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def expand_log_paths(
+    paths: Iterable[str | os.PathLike[str]], *, exclude: str | os.PathLike[str] | None = None
+) -> list[Path]:
+    """Files as given; a directory stands for its `*.jsonl` files (recursive, sorted).
+
+    `exclude` (the quarantine file) is left out of directories, so a quarantine kept
+    beside the logs is not read back as a log on the next run; naming it explicitly as
+    a log is an error.
+    """
+    skip = Path(exclude).resolve() if exclude is not None else None
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*.jsonl") if q.is_file() and q.resolve() != skip)
+            if not found:
+                raise DataError(f"{p}: directory holds no *.jsonl log files")
+            out.extend(found)
+        elif p.is_file():
+            if p.resolve() == skip:
+                raise DataError(f"quarantine file {exclude} is also an input log")
+            out.append(p)
+        else:
+            raise DataError(f"{p}: no such log file or directory")
+    if not out:
+        raise DataError("no log files given")
+    return out

@@ -39,17 +39,15 @@ from __future__ import annotations
 
 import functools
 import os
-from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from pydantic import ValidationError
 
 from studio_align.catalog import Catalog, default_catalog
-from studio_align.data.paths import check_quarantine_target, confined
+from studio_align.data.paths import check_quarantine_target, confined, expand_log_paths
+from studio_align.data.results import FileCounts, InvalidLine, ReadSummary, Reason
 from studio_align.data.schemas import (
     EVENT_ADAPTER,
     EVENT_TYPES,
@@ -68,105 +66,6 @@ DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 DEFAULT_KEEP_INVALID = 100_000
 _BOM = b"\xef\xbb\xbf"
 _CHUNK = 1 << 20
-
-
-class Reason(StrEnum):
-    """Why a line is invalid."""
-
-    NON_UTF8 = "non_utf8"
-    BAD_JSON = "bad_json"
-    WRONG_TYPE = "wrong_type"
-    MISSING_FIELD = "missing_field"
-    UNKNOWN_TYPE = "unknown_type"
-    INVALID_VALUE = "invalid_value"
-    UNKNOWN_STEP = "unknown_step"
-    INVALID_PLAN = "invalid_plan"
-    MISSING_IMAGE = "missing_image"
-    LINE_TOO_LONG = "line_too_long"
-    IMAGE_OUTSIDE_ROOT = "image_outside_root"
-
-
-@dataclass(frozen=True, slots=True)
-class InvalidLine:
-    path: str
-    line: int
-    reason: Reason
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.reason}: {self.detail}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "line": self.line,
-            "reason": str(self.reason),
-            "detail": self.detail,
-        }
-
-
-@dataclass(slots=True)
-class FileCounts:
-    path: str
-    lines: int = 0
-    valid: int = 0
-    invalid: int = 0
-    blank: int = 0
-    incomplete_tail: int = 0  # bytes after the last newline (not read)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "lines": self.lines,
-            "valid": self.valid,
-            "invalid": self.invalid,
-            "blank": self.blank,
-            "incomplete_tail": self.incomplete_tail,
-        }
-
-
-@dataclass
-class ReadSummary:
-    """What a read saw. Filled in while iterating; complete once the reader is exhausted.
-
-    `invalid` keeps the first `keep_invalid` invalid lines (all of them are counted,
-    reported through `on_invalid` and quarantined); `invalid_not_kept` counts the rest.
-    """
-
-    total_lines: int = 0
-    valid: int = 0
-    blank: int = 0
-    invalid_count: int = 0
-    by_type: Counter[str] = field(default_factory=Counter)
-    by_reason: Counter[str] = field(default_factory=Counter)
-    invalid: list[InvalidLine] = field(default_factory=list)
-    invalid_not_kept: int = 0
-    files: list[FileCounts] = field(default_factory=list)
-    quarantine: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.invalid_count == 0
-
-    @property
-    def incomplete_tails(self) -> list[FileCounts]:
-        """Files that end in a partial line (a writer may still be appending)."""
-        return [f for f in self.files if f.incomplete_tail]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "total_lines": self.total_lines,
-            "valid": self.valid,
-            "invalid": self.invalid_count,
-            "blank": self.blank,
-            "by_type": {t: self.by_type.get(t, 0) for t in EVENT_TYPES},
-            "by_reason": {str(k): v for k, v in sorted(self.by_reason.items())},
-            "invalid_lines": [x.to_dict() for x in self.invalid],
-            "invalid_not_kept": self.invalid_not_kept,
-            "files": [f.to_dict() for f in self.files],
-            "incomplete_tail": {f.path: f.incomplete_tail for f in self.incomplete_tails},
-            "quarantine": self.quarantine,
-        }
 
 
 class Entry(NamedTuple):
@@ -208,34 +107,6 @@ def route_problem(
             which = "final" if event.outcome == "rerouted" else "proposed"
             return Reason.INVALID_PLAN, f"{which} plan ({event.outcome}): " + "; ".join(problems)
     return None
-
-
-def expand_log_paths(
-    paths: Iterable[str | os.PathLike[str]], *, exclude: str | os.PathLike[str] | None = None
-) -> list[Path]:
-    """Files as given; a directory stands for its `*.jsonl` files (recursive, sorted).
-
-    `exclude` (the quarantine file) is left out of directories, so a quarantine kept
-    beside the logs is not read back as a log on the next run; naming it explicitly as
-    a log is an error.
-    """
-    skip = Path(exclude).resolve() if exclude is not None else None
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(q for q in p.rglob("*.jsonl") if q.is_file() and q.resolve() != skip)
-            if not found:
-                raise DataError(f"{p}: directory holds no *.jsonl log files")
-            out.extend(found)
-        elif p.is_file():
-            if p.resolve() == skip:
-                raise DataError(f"quarantine file {exclude} is also an input log")
-            out.append(p)
-        else:
-            raise DataError(f"{p}: no such log file or directory")
-    if not out:
-        raise DataError("no log files given")
-    return out
 
 
 class _Quarantine:

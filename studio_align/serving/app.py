@@ -38,6 +38,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from studio_align import __version__
 from studio_align.catalog import Catalog
+from studio_align.generation import sampler
+from studio_align.intents.router import Router
 from studio_align.serving.batcher import DynamicBatcher
 from studio_align.serving.feedback import (
     DuplicateEventError,
@@ -88,7 +90,6 @@ class RouterLike(Protocol):
 
 
 def load_router(path: str) -> RouterLike:
-    from studio_align.intents.router import Router
 
     return Router.load(path)
 
@@ -106,7 +107,6 @@ def _checkpoint_stamp(path: str) -> float:
 
 def _decode_compiles() -> int:
     """Traces of the sampler's decode function so far (constant after warm-up)."""
-    from studio_align.generation import sampler
 
     return int(sampler._trace_count)
 
