@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 from PIL import Image
 
 from studio_align.cli import main
+
+# minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
+# default suite stays under 15 minutes on 2 cores
+pytestmark = pytest.mark.slow
 
 
 def test_generate_writes_pngs_from_the_packaged_base(tmp_path):

@@ -16,6 +16,10 @@ from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
 from studio_align.verticals.flow.checkpoint import clone
 from studio_align.verticals.flow.policy import FlowPolicy
 
+# minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
+# default suite stays under 15 minutes on 2 cores
+pytestmark = pytest.mark.slow
+
 
 def _loss_and_grads(model, policy, batch, old, rewards, group_size):
     adv, _ = grpo_advantages(jnp.asarray(rewards), group_size)

@@ -13,6 +13,10 @@ from PIL import Image, ImageCms
 from studio_align.cli import main
 from studio_align.verticals.grading.lut import read_cube
 
+# minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
+# default suite stays under 15 minutes on 2 cores
+pytestmark = pytest.mark.slow
+
 TINY = """
 run_dir = "{run}"
 logs = ["{logs}"]
@@ -40,7 +44,7 @@ def run(*args: str) -> str:
     res = CliRunner().invoke(main, list(args))
     assert res.exit_code == 0, res.output
     assert "Traceback" not in res.output
-    return res.output
+    return res.stdout
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,10 @@ from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
 from studio_align.training.optim import OptimConfig
 
+# minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
+# default suite stays under 15 minutes on 2 cores
+pytestmark = pytest.mark.slow
+
 
 def _trainer(run_dir: Path | None = None, **cfg: object) -> GRPOTrainer:
     config = GRPOConfig(**{"steps": 6, "prompts_per_step": 4, "group_size": 8, "seed": 0, **cfg})

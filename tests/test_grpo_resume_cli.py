@@ -17,6 +17,10 @@ from pathlib import Path
 import pytest
 from conftest import make_route_workspace
 
+# minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
+# default suite stays under 15 minutes on 2 cores
+pytestmark = pytest.mark.slow
+
 KILL_PLUGIN = Path(__file__).with_name("plugins") / "kill_at_step.py"
 CLI = "from studio_align.cli import main; main()"
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from flax import nnx
 
 from studio_align.generation.sampler import Sampler
@@ -19,6 +20,10 @@ from studio_align.testing import toy
 from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import LMPolicy
+
+# minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
+# default suite stays under 15 minutes on 2 cores
+pytestmark = pytest.mark.slow
 
 
 def _lm_trainer(steps: int, **cfg: object) -> GRPOTrainer:

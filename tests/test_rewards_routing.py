@@ -100,9 +100,7 @@ def test_bad_plan_type_is_a_reward_error_naming_reward():
 
     host = PluginHost()
     host.load_builtins()
-    with pytest.raises(
-        RewardError, match=r"reward 'intent_accuracy' \(plugin routing\)"
-    ):
+    with pytest.raises(RewardError, match=r"reward 'intent_accuracy' \(plugin routing\)"):
         host.score_batch(
             ["intent_accuracy"], {"plans": ["wan.image_to_video"], "gold_plans": [[I2V]]}
         )

@@ -41,13 +41,8 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
 def _compiles(client: httpx.Client) -> int:
     text = client.get("/metrics").text
-    return int(
-        next(
-            ln.split()[-1]
-            for ln in text.splitlines()
-            if ln.startswith("studio_align_decode_compiles ")
-        )
-    )
+    line = next(ln for ln in text.splitlines() if ln.startswith("studio_align_decode_compiles "))
+    return int(float(line.split()[-1]))  # prometheus_client writes gauges as floats
 
 
 def test_route_returns_a_valid_plan_with_confidence(server) -> None:

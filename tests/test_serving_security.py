@@ -104,9 +104,7 @@ def test_admin_token_is_required_when_set(client: TestClient, tmp_path: Path) ->
     (tmp_path / "b").mkdir()
     assert admin(client, str(tmp_path / "b"), token=None).status_code == 401
     assert admin(client, str(tmp_path / "b"), token="x" * 23).status_code == 403
-    bad = client.post(
-        "/admin/reload", json={}, headers={"x-admin-token": TOKEN.encode() + b"\xff"}
-    )
+    bad = client.post("/admin/reload", json={}, headers={"x-admin-token": TOKEN.encode() + b"\xff"})
     assert bad.status_code == 403
     r = admin(client, str(tmp_path / "b"))
     assert r.status_code == 200 and r.json()["model_version"] == "b"

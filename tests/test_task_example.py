@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+# minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
+# default suite stays under 15 minutes on 2 cores
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "task-style-tagger"
 CLI = "from studio_align.cli import main; main()"
 

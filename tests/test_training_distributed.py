@@ -14,6 +14,10 @@ import numpy as np
 import pytest
 from conftest import cpu8_env
 
+# minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
+# default suite stays under 15 minutes on 2 cores
+pytestmark = pytest.mark.slow
+
 WORKER = Path(__file__).with_name("_training_worker.py")
 KILL_PLUGIN = Path(__file__).with_name("plugins") / "kill_at_step.py"
 
@@ -61,7 +65,11 @@ def test_eight_devices_match_one(
 
 def test_killed_run_resumes_exactly(tmp_path: Path, single: np.lib.npyio.NpzFile) -> None:
     run = tmp_path / "run"
-    rc = _run(run, tmp_path / "killed.npz", env={"STUDIO_ALIGN_PLUGINS": str(KILL_PLUGIN), "KILL_AT_STEP": "8"})
+    rc = _run(
+        run,
+        tmp_path / "killed.npz",
+        env={"STUDIO_ALIGN_PLUGINS": str(KILL_PLUGIN), "KILL_AT_STEP": "8"},
+    )
     assert rc == -9 and not (tmp_path / "killed.npz").exists()
     assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [
         4,

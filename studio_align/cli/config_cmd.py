@@ -29,7 +29,7 @@ RUN_CONFIGS: dict[str, tuple[str, str]] = {
     "sft": ("studio_align.training.sft", "SFTConfig"),
     "dpo": ("studio_align.training.dpo", "DPORunConfig"),
     "kto": ("studio_align.training.kto", "KTORunConfig"),
-    "grpo": ("studio_align.training.grpo", "GRPORunConfig"),
+    "grpo": ("studio_align.training.grpo_run", "GRPORunConfig"),
     "reward": ("studio_align.reward_models.train", "RewardTrainConfig"),
 }
 
