@@ -11,10 +11,9 @@ from __future__ import annotations
 import html
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from studio_align.autotune.state import Summary
+from studio_align.autotune.state import Summary
 
 COLOURS = {
     "baseline": "tab:blue",
