@@ -10,11 +10,10 @@ from flax import nnx
 
 from studio_align.data.compile import InvalidLogError
 from studio_align.errors import CheckpointError, DataError, QualityGateError
+from studio_align.reward_models.fit import FitConfig, fit_preference
 from studio_align.reward_models.preference import (
-    FitConfig,
     PairData,
     PreferenceModel,
-    fit_preference,
     load_preference_model,
     pairwise_accuracy,
 )

@@ -11,7 +11,6 @@ from studio_align.plugins import get_host
 def make_encoder(name: str, options: dict[str, Any] | None = None, *, host: Any = None) -> Any:
     """Build encoder `name` with `options` from the host's registered encoders."""
     if host is None:
-
         host = get_host()
     specs = host.encoders
     if name not in specs:

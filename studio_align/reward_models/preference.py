@@ -13,8 +13,7 @@ score(x, creator) = population(x) + delta[creator] . z(x)
   (`algorithms.pointwise`: Bradley-Terry or KTO-style against the reference). Selections
   and ratings then train one head on one scale: `loss = BT(pairs) + w * pointwise(ratings)`.
 
-Training is full-batch or minibatch Adam(W) on `bradley_terry_loss` from
-`studio_align.algorithms`; the step is one `nnx.jit` function, compiled once. The model
+Training (`fit.py`) runs through the shared `training.train_loop`. The model
 is saved as `weights.npz` + `meta.json` in a directory; `meta.json` carries the
 architecture, the encoder (name, options, identity), the held-out figures and the
 quality-gate verdict, which `load_preference_model(..., require_gate=True)` enforces.
@@ -30,11 +29,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
-from studio_align.algorithms.bradley_terry import bradley_terry_loss
-from studio_align.algorithms.pointwise import POINTWISE_LOSSES
 from studio_align.errors import CheckpointError, QualityGateError
 
 
@@ -114,88 +110,6 @@ class PairData:
 
     def __len__(self) -> int:
         return int(self.chosen.shape[0])
-
-
-@dataclass
-class FitConfig:
-    steps: int = 400
-    learning_rate: float = 3e-3
-    weight_decay: float = 1e-3
-    batch_size: int = 512
-    creator_l2: float = 1e-2
-    seed: int = 0
-    ratings_weight: float = 1.0
-    ratings_loss: str = "logistic"  # a key of algorithms.pointwise.POINTWISE_LOSSES
-
-
-def fit_preference(model: PreferenceModel, data: PairData, cfg: FitConfig) -> list[float]:
-    """Train `model` on `data` in place; returns the loss curve (one value per step).
-
-    With ratings in `data` (and `model.ratings`), each step adds `ratings_weight` times
-    the pointwise loss of a rating minibatch (drawn from its own generator, so the pair
-    minibatches are those of a run without ratings).
-    """
-    feats = np.asarray(data.features, np.float32)
-    n_r = len(data.rated) if model.ratings and cfg.ratings_weight > 0 else 0
-    if len(data) == 0 and n_r == 0:
-        raise ValueError("fit_preference: no pairs and no ratings")
-    used = np.unique(np.concatenate([data.chosen, data.rejected, data.rated[:n_r]]))
-    mu = feats[used].mean(0)
-    sd = feats[used].std(0) + 1e-4
-    model.mean.value = jnp.asarray(mu)
-    model.std.value = jnp.asarray(sd)
-    tx = optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay)
-    opt = nnx.Optimizer(model, tx, wrt=nnx.Param)
-    x = jnp.asarray(feats)
-    n = len(data)
-    bs = min(cfg.batch_size, n) if n else 1
-    pair_w = 1.0 if n else 0.0  # ratings only: the pair term is a zero-weight dummy
-    point = POINTWISE_LOSSES[cfg.ratings_loss]
-    rw = cfg.ratings_weight if n_r else 0.0
-    rbs = min(cfg.batch_size, n_r) if n_r else 1
-
-    @nnx.jit
-    def step(
-        model: PreferenceModel,
-        opt: nnx.Optimizer,
-        c: jax.Array,
-        r: jax.Array,
-        k: jax.Array,
-        ri: jax.Array,
-        ru: jax.Array,
-        rk: jax.Array,
-    ):  # type: ignore[no-untyped-def]
-        def loss_fn(m: PreferenceModel) -> tuple[jax.Array, dict[str, jax.Array]]:
-            loss, metrics = bradley_terry_loss(m(x[c], k), m(x[r], k))
-            loss = pair_w * loss + cfg.creator_l2 * jnp.sum(m.delta.value**2)
-            if rw:
-                p_loss, _ = point(m(x[ri], rk), ru, m.reference.value)
-                loss = loss + rw * p_loss
-            return loss, metrics
-
-        (loss, _), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
-        opt.update(model, grads)
-        return loss
-
-    rng = np.random.default_rng(cfg.seed)
-    r_rng = np.random.default_rng([cfg.seed, 7])
-    zero = np.zeros((1,), np.int32)
-    losses = []
-    for _ in range(cfg.steps):
-        idx = rng.choice(n, size=bs, replace=False) if bs < n else np.arange(n)
-        ridx = r_rng.choice(n_r, size=rbs, replace=False) if rbs < n_r else np.arange(max(n_r, 1))
-        loss = step(
-            model,
-            opt,
-            jnp.asarray(data.chosen[idx] if n else zero),
-            jnp.asarray(data.rejected[idx] if n else zero),
-            jnp.asarray(data.creator[idx] if n else zero),
-            jnp.asarray(data.rated[ridx] if n_r else zero),
-            jnp.asarray(data.rated_up[ridx] if n_r else np.zeros((1,), bool)),
-            jnp.asarray(data.rated_creator[ridx] if n_r else zero),
-        )
-        losses.append(float(loss))
-    return losses
 
 
 def rating_accuracy(model: PreferenceModel, data: PairData) -> dict[str, Any]:

@@ -37,18 +37,21 @@ from studio_align.data.reader import LogReader
 from studio_align.data.schemas import RatingEvent, SelectionEvent
 from studio_align.data.split import assign_split
 from studio_align.errors import DataError
+from studio_align.models.sharding import MeshConfig
 from studio_align.reward_models.cache import CachedEncoder
 from studio_align.reward_models.encoders import make_encoder
+from studio_align.reward_models.fit import FitConfig, fit_preference
 from studio_align.reward_models.preference import (
-    FitConfig,
     PairData,
     PreferenceModel,
     check_quality_gate,
-    fit_preference,
     pairwise_accuracy,
     rating_accuracy,
     save_preference_model,
 )
+from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.distributed import DistributedConfig
+from studio_align.training.loop import TrainConfig, TrainRunConfig
 
 
 class EncoderConfig(Strict):
@@ -90,6 +93,24 @@ class RewardTrainConfig(Strict):
     train: FitSection = Field(default_factory=FitSection)
     gate: GateConfig = Field(default_factory=GateConfig)
     ratings_weight: float = Field(1.0, ge=0, description="0 = ignore rating events")
+    # the shared train state's sections: metrics.jsonl and orbax checkpoints in run_dir
+    # (default OUT/run), resume as for every trainer, mesh and multi-host settings
+    run_dir: str | None = None
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    mesh: MeshConfig = Field(default_factory=MeshConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    progress: bool = True
+    metrics_hook: bool = True
+
+    def run_config(self) -> TrainRunConfig:
+        """The train-loop sections of this config (`train`/`optim` come from `[train]`)."""
+        return TrainRunConfig(
+            run_dir=Path(self.run_dir or Path(self.out) / "run"),
+            checkpoint=self.checkpoint,
+            mesh=self.mesh,
+            distributed=self.distributed,
+            train=TrainConfig(progress=self.progress, metrics_hook=self.metrics_hook),
+        )
 
 
 def read_selection_pairs(
@@ -215,7 +236,8 @@ def train_reward(cfg: RewardTrainConfig, *, host: Any = None) -> dict[str, Any]:
         rngs=nnx.Rngs(cfg.seed),
     )
     fit = FitConfig(**cfg.train.model_dump(), seed=cfg.seed, ratings_weight=cfg.ratings_weight)
-    losses = fit_preference(model, _pair_data(train, index, feats, creators, r_train), fit)
+    data = _pair_data(train, index, feats, creators, r_train)
+    losses = fit_preference(model, data, fit, cfg.run_config())
     train_acc = pairwise_accuracy(model, _pair_data(train, index, feats, creators))
     held_acc = pairwise_accuracy(model, _pair_data(held, index, feats, creators))
     held_ratings = rating_accuracy(model, _pair_data([], index, feats, creators, r_held))
