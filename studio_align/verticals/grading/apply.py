@@ -30,7 +30,6 @@ Design choices:
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -45,6 +44,7 @@ from PIL import Image
 from studio_align.errors import DataError
 from studio_align.reward_models.images import downscale, to_rgb
 from studio_align.training.metrics import Progress
+from studio_align.verticals.grading.dataset import default_workers
 from studio_align.verticals.grading.lut import apply_lut, describe_grade, grade_lut, write_cube
 from studio_align.verticals.grading.model import GradingModel, thumbnails
 from studio_align.verticals.grading.renderer import render
@@ -78,16 +78,6 @@ def neutral_reference(size: int = 64) -> np.ndarray:
         [np.cos(hue), np.cos(hue - 2.094), np.cos(hue + 2.094)], axis=-1
     )
     return np.clip(rgb, 0, 1).astype(np.float32)
-
-
-def default_workers() -> int:
-    """Threads for `grade`: one per usable core (Pillow's decode, 3D LUT and encode release
-    the GIL, so images are graded side by side), at most 8 to bound memory."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        n = os.cpu_count() or 1
-    return max(1, min(n, 8))
 
 
 def _slug(text: str) -> str:
