@@ -72,9 +72,11 @@ def run_grading(
     t = time.perf_counter()
     try:
         with heartbeat("grading", "demo files, train grading, eval grading"):
+            n = DEMO_EVENTS
             logs = write_platform_demo(
-                root / "platform", size=IMAGE_SIZE, seed=cfg.seed, **DEMO_EVENTS
-            )
+                root / "platform", retouches=n["retouches"], selections=n["selections"],
+                ratings=n["ratings"], size=IMAGE_SIZE, seed=cfg.seed,
+            )  # fmt: skip
             run_toml = root / "run.toml"
             run_toml.write_text(
                 RUN_TOML.format(run_dir=(root / "run").as_posix(), logs=logs.as_posix(),
