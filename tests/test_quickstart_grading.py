@@ -16,9 +16,26 @@ pytestmark = pytest.mark.slow
 
 def test_grading_stage_writes_platform_files_and_evaluates_the_trained_model(tmp_path, monkeypatch):
     monkeypatch.setattr(qs_grading, "DEMO_EVENTS", {"retouches": 6, "selections": 6, "ratings": 2})
-    small = qs_grading.RUN_TOML.replace("steps = 200", "steps = 20").replace(
-        "steps = 20\nprompts", "steps = 2\nprompts"
-    )
+    small = """run_dir = "{run_dir}"
+logs = ["{logs}"]
+seed = {seed}
+heldout_fraction = 0.3
+[policy]
+thumbnail = 16
+hidden = 8
+[reward.train]
+steps = 20
+batch_size = 8
+[reward.gate]
+min_heldout_accuracy = 0.0
+[bc]
+steps = 10
+batch_size = 8
+[grpo]
+steps = 2
+prompts_per_step = 4
+group_size = 4
+"""
     monkeypatch.setattr(qs_grading, "RUN_TOML", small)
     lines: list[str] = []
     missing: list[str] = []
