@@ -6,8 +6,9 @@
   `ffmpeg -vf lut3d` when ffmpeg is installed; mean ΔE2000 to the exact renderer.
 - `throughput`: `studio-align grade` run as a subprocess on `--images` JPEGs of
   `--megapixels` each (written first, not timed); megapixels per second as the command
-  reports it (decode + thumbnail + predict + LUT + encode, model load excluded) and the
-  command's whole wall time.
+  reports it (decode + thumbnail + predict + LUT + encode on all cores, model load and
+  compilation excluded), the seconds of each phase summed over the worker threads, and
+  the command's whole wall time.
 
 Usage: `python bench/grading.py --checkpoint RUN/model --creator ana [--images 8 --megapixels 12]`
 Timings depend on machine load: the JSON records `os.getloadavg()` before and after.
@@ -106,6 +107,10 @@ def throughput(checkpoint: str, creator: str, n: int, mp: float, tmp: Path) -> d
         "images": st["images"],
         "megapixels": st["megapixels"],
         "megapixels_per_s": st["megapixels_per_s"],
+        "workers": st.get("workers"),
+        # summed over workers: decode, grade (thumbnail + predict + 3D LUT), encode
+        "phase_seconds": st.get("phase_seconds"),
+        "grade_only_megapixels_per_worker_s": st.get("grade_megapixels_per_worker_s"),
         "command_wall_s": wall,
     }
 

@@ -68,6 +68,7 @@ def train_grading_cmd(config: Path | None, overrides: tuple[str, ...], as_json: 
 @click.option("--lut-size", type=click.IntRange(2, 65), default=33, show_default=True)
 @click.option("--reference", type=click.Choice(["neutral"]), help="With --export-lut: one LUT for the creator and style on a neutral reference.")  # fmt: skip
 @click.option("--exact", is_flag=True, help="Render with the exact renderer instead of the grade's 3D LUT.")  # fmt: skip
+@click.option("--workers", type=click.IntRange(1), help="Images graded side by side (default: one per core).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True)
 def grade(
     checkpoint: Path,
@@ -79,6 +80,7 @@ def grade(
     lut_size: int,
     reference: str | None,
     exact: bool,
+    workers: int | None,
     as_json: bool,
 ) -> None:
     """Apply a creator's tuned grade to image files or folders (and export .cube LUTs)."""
@@ -87,7 +89,7 @@ def grade(
         raise DataError("give image files or folders to grade (or --reference neutral)")
     st = grade_files(
         checkpoint, inputs, out_dir, creator=creator, style=style, export_lut=export_lut,
-        lut_size=lut_size, reference=reference, exact=exact,
+        lut_size=lut_size, reference=reference, exact=exact, workers=workers,
     )  # fmt: skip
     if as_json:
         click.echo(json.dumps(json_safe(st), indent=1))

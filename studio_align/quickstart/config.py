@@ -48,7 +48,7 @@ class QuickstartConfig(Strict):
     eval_batch_size: int = 128
     # abstain thresholds are fitted on validation for this selective accuracy (docs/router.md)
     abstain_target: float = Field(0.95, gt=0.0, le=1.0)
-    grading: bool = True  # also run the colour-grading vertical's demo (reward model + GRPO)
+    grading: bool = True  # also run the colour-grading vertical on platform-shaped files
 
 
 @dataclass

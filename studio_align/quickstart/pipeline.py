@@ -8,7 +8,8 @@ Steps, numbered as printed (`[i/n]`), each leaving what a user would get by hand
    by creator and session;
 2. the router stages (`stages.STAGES`): sft, then dpo and/or kto, then grpo, each from
    the real run config a user would write (saved in `stages/<stage>/config.toml`);
-3. grading (optional): the colour-grading vertical's demo (reward model + GRPO);
+3. grading (optional): the colour-grading vertical through the files a platform exports
+   (`quickstart.grading`: demo photos + JSONL logs, `train grading`, `eval grading`);
 4. report: the last stage's checkpoint becomes `OUT/router/`, with `OUT/report/`.
 
 After every router stage the router is scored on the evaluation sets: *held-out*
@@ -34,11 +35,11 @@ from studio_align.catalog import Catalog
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import PipelineResult, QuickstartConfig, StageResult
 from studio_align.quickstart.data import prepare_data
+from studio_align.quickstart.grading import run_grading
 from studio_align.quickstart.report import (
     Log,
     calibrate_stage,
     evaluate_stage,
-    run_grading,
     summary_line,
     write_pipeline_report,
 )
@@ -126,7 +127,7 @@ def run_quickstart(
     grading: dict[str, Any] | None = None
     if cfg.grading:
         log(
-            f"[{total - 1}/{total}] grading: reward model from selections + GRPO colour grading ..."
+            f"[{total - 1}/{total}] grading: demo platform files -> train grading -> eval grading ..."
         )
         grading = run_grading(out, cfg, log, missing)
         if grading is not None:

@@ -1,9 +1,7 @@
-"""Scoring each stage's router, the grading vertical's demo, and the final HTML report."""
+"""Scoring each stage's router, and the final HTML report (with the grading stage's lines)."""
 
 from __future__ import annotations
 
-import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,8 +12,7 @@ from studio_align.intents.evaluate import errors, evaluate_router
 from studio_align.intents.report import write_report
 from studio_align.intents.router import Router
 from studio_align.quickstart.config import QuickstartConfig, StageResult
-from studio_align.training.progress import heartbeat
-from studio_align.verticals.grading.demo import run_grading_demo
+from studio_align.quickstart.grading import grading_notes
 
 Log = Callable[[str], None]
 
@@ -55,30 +52,6 @@ def summary_line(r: StageResult) -> str:
     )
 
 
-def run_grading(
-    out: Path, cfg: QuickstartConfig, log: Log, missing: list[str]
-) -> dict[str, Any] | None:
-    """The grading vertical's own demo loop (issue: aesthetic alignment), if present."""
-    t = time.perf_counter()
-    try:
-        with heartbeat("grading", "reward model + GRPO colour grading"):
-            rep = run_grading_demo(out / "grading", seed=cfg.seed, quick=True)
-    except Exception as e:
-        missing.append(f"grading: failed ({type(e).__name__}: {e})")
-        (out / "grading_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
-        log(f"      grading: FAILED ({type(e).__name__}: {e})")
-        return None
-    seconds = time.perf_counter() - t
-    rm, gr = rep.get("reward_model", {}), rep.get("grading", {})
-    log(
-        f"      grading ok {seconds:.0f}s: reward-model held-out accuracy "
-        f"{rm.get('heldout_accuracy', float('nan')):.3f} (ceiling {rm.get('consistency_ceiling', float('nan')):.3f}); "
-        f"GRPO win rate vs untuned {gr.get('win_rate_grpo_vs_untuned', float('nan')):.2f}, "
-        f"vs identity {gr.get('win_rate_grpo_vs_identity', float('nan')):.2f}"
-    )
-    return {"seconds": seconds, "reward_model": rm, "grading": gr, "dir": str(out / "grading")}
-
-
 def write_pipeline_report(
     report_dir: Path,
     stages: list[StageResult],
@@ -107,18 +80,9 @@ def write_pipeline_report(
     ]
     images: list[tuple[str, Path]] = []
     if grading:
-        rm, gr = grading["reward_model"], grading["grading"]
-        notes.append(
-            f"Grading vertical ({grading['seconds']:.0f}s): reward model held-out pairwise accuracy "
-            f"{rm.get('heldout_accuracy', float('nan')):.3f} against a consistency ceiling of "
-            f"{rm.get('consistency_ceiling', float('nan')):.3f}; GRPO-tuned grading wins "
-            f"{gr.get('win_rate_grpo_vs_untuned', float('nan')):.0%} against the untuned policy and "
-            f"{gr.get('win_rate_grpo_vs_identity', float('nan')):.0%} against the identity grade."
-        )
-        images = [
-            ("Colour grading: before / after", p)
-            for p in sorted(Path(grading["dir"]).glob("*.png"))
-        ]
+        notes += grading_notes(grading)
+        images = [("Colour grading: held-out retouches, source | untuned | tuned | creator",
+                   Path(p)) for p in grading["grids"]]  # fmt: skip
     if missing:
         notes.append("Not run: " + "; ".join(missing))
     return write_report(

@@ -56,7 +56,6 @@ def read_retouches(
         who.append(ev.creator)
         paths.append(path)
     if reader.summary.invalid_count and quarantine is None:
-
         raise InvalidLogError(reader.summary)
     if not srcs:
         raise DataError(

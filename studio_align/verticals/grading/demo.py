@@ -1,6 +1,7 @@
 """The grading demo: a simulated creator's logs -> reward model -> BC -> GRPO -> evaluation.
 
-`run_grading_demo(out_dir, seed=0, quick=True)` is what `studio-align quickstart` calls.
+`run_grading_demo(out_dir, seed=0, quick=True)` runs in process against a simulator's
+hidden utility (the quickstart instead runs the file-based path, `quickstart.grading`).
 Every figure it reports is measured against the simulated creator's hidden utility,
 which no model sees:
 

@@ -51,6 +51,18 @@ def _win(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean((a > b) + 0.5 * (a == b))) if len(a) else float("nan")
 
 
+def _interval(a: np.ndarray, b: np.ndarray) -> list[float]:
+    """95% Wilson interval of the win rate of `a` over `b` (ties as half a win), so a
+    per-creator figure on few held-out selections is read with its uncertainty."""
+    n = len(a)
+    if not n:
+        return [float("nan"), float("nan")]
+    p, z = _win(a, b), 1.96
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [float(mid - half), float(mid + half)]
+
+
 def _by_creator(creators: list[str], values: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for c in sorted(set(creators)):
@@ -100,8 +112,10 @@ def _selection_figures(
         out[c] = {
             "selections": len(d["tuned"]),
             "win_rate_vs_untuned": _win(d["tuned"], d["untuned"]),
+            "win_rate_vs_untuned_ci95": _interval(d["tuned"], d["untuned"]),
             "win_rate_vs_identity": _win(d["tuned"], d["identity"]),
             "look_win_rate_vs_untuned": _win(d["look/tuned"], d["look/untuned"]),
+            "look_win_rate_vs_untuned_ci95": _interval(d["look/tuned"], d["look/untuned"]),
             "look_win_rate_vs_identity": _win(d["look/tuned"], d["look/identity"]),
             "agreement": {k: float(v.mean()) for k, v in d.items()},
         }
@@ -200,6 +214,7 @@ def evaluate_grading(
         "creators": by_creator,
         "summary": {
             "creators": len(creators),
+            "heldout_selections_per_creator": {c: v["selections"] for c, v in sel.items()},
             "min_win_rate_vs_untuned": float(min(wins)) if wins else None,
             "creators_win_rate_at_least_0.75": int(sum(w >= 0.75 for w in wins)),
             "min_look_win_rate_vs_untuned": float(min(look_wins)) if look_wins else None,
