@@ -10,6 +10,7 @@ and prints one JSON object. Modes, run in this order:
 - `nocache`: `compile_cache_dir=""` (the persistent cache off), for comparison.
 
     python bench/serve_ready.py --checkpoint OUT/router [--repeats 1] [--modes cold warm nocache]
+        [--set compile_cache_min_s=0]
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _status(port: int) -> int | None:
 
 
 def start_once(
-    checkpoint: str, cache: str, scratch: Path, timeout: float
+    checkpoint: str, cache: str, scratch: Path, timeout: float, sets: list[str]
 ) -> dict[str, float | str | None]:
     """One server start: seconds from spawn to the first 503 and to the first 200."""
     port = free_port()
@@ -55,6 +56,7 @@ def start_once(
         sys.executable, "-m", "studio_align.cli", "serve", "router", "--checkpoint", checkpoint,
         "--port", str(port), "--feedback-dir", str(scratch / "feedback"),
         "--set", f"compile_cache_dir={json.dumps(cache)}",
+        *(a for kv in sets for a in ("--set", kv)),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     err = scratch / f"server-{port}.err"
@@ -98,6 +100,8 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["cold", "warm", "nocache"],
                     choices=["cold", "warm", "nocache"])  # fmt: skip
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="Extra `serve router --set`, e.g. compile_cache_min_s=0")  # fmt: skip
     args = ap.parse_args()
     results: dict[str, list[dict[str, float | str | None]]] = {m: [] for m in args.modes}
     with tempfile.TemporaryDirectory(prefix="serve-ready-") as tmp:
@@ -106,12 +110,13 @@ def main() -> None:
             cache = scratch / f"xla-{r}"  # cold: empty; warm: what the cold start wrote
             for mode in args.modes:
                 where = "" if mode == "nocache" else str(cache)
-                res = start_once(args.checkpoint, where, scratch, args.timeout)
+                res = start_once(args.checkpoint, where, scratch, args.timeout, args.sets)
                 if mode != "nocache":
                     res["cache_files"] = sum(1 for _ in cache.rglob("*") if _.is_file())
                 results[mode].append(res)
                 print(mode, json.dumps(res), file=sys.stderr, flush=True)
-    print(json.dumps({"checkpoint": args.checkpoint, "results": results}, indent=1))
+    summary = {"checkpoint": args.checkpoint, "sets": args.sets, "results": results}
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

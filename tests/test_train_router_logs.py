@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "model={d_model=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, d_ff=64, max_seq_len=128}",
     "vocab_size=400", "batch_size=8", "sft_steps=4", "dpo_steps=2", "grpo_steps=1",
-    "grpo_group=2", "grpo_prompts=2", "preference='dpo+kto'", "kto_steps=2",
+    "grpo_group=2", "grpo_prompts=2", "preference='dpo'",
 ]  # fmt: skip
 
 
@@ -55,9 +55,9 @@ def test_train_router_from_logs_end_to_end(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "2 invalid line(s) quarantined" in r.stdout
     assert len((out / "quarantine" / "invalid.jsonl").read_text().splitlines()) == 2
-    assert "[1/6] data:" in r.stdout and "[6/6] report" in r.stdout
+    assert "[1/5] data:" in r.stdout and "[5/5] report" in r.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert [s["stage"] for s in summary["stages"]] == ["sft", "dpo", "kto", "grpo"]
+    assert [s["stage"] for s in summary["stages"]] == ["sft", "dpo", "grpo"]
     assert all(s["status"] == "ok" for s in summary["stages"]), summary["missing"]
     assert 0.0 <= summary["stages"][-1]["creator_agreement"] <= 1.0
     assert (out / "router" / "router.json").exists()
