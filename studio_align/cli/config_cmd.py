@@ -31,6 +31,7 @@ RUN_CONFIGS: dict[str, tuple[str, str]] = {
     "kto": ("studio_align.training.kto", "KTORunConfig"),
     "grpo": ("studio_align.training.grpo_run", "GRPORunConfig"),
     "reward": ("studio_align.reward_models.train", "RewardTrainConfig"),
+    "router": ("studio_align.quickstart.from_logs", "FromLogsConfig"),
 }
 
 

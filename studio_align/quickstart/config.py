@@ -11,15 +11,12 @@ from pydantic import Field
 from studio_align.config import Strict
 
 
-class QuickstartConfig(Strict):
-    """Sizes and steps of the quickstart loop (defaults fit 2 CPU cores in minutes)."""
+class RouterSettings(Strict):
+    """The router stages' tuned settings: model, steps and learning rates of SFT, DPO, KTO
+    and GRPO, evaluation batch and abstain target. Shared by the quickstart and
+    `train router --logs` (`from_logs.py`), so both train with the same defaults."""
 
     seed: int = 0
-    n_train: int | None = None  # None: sft_steps * batch_size, every example seen once
-    n_val: int = 200
-    n_heldout: int = 400
-    n_creators: int = 40
-    n_eval_creators: int = 12
     vocab_size: int = Field(1024, ge=300)
     # 3 layers, not 2: leave-templates-out validation 0.853 -> 0.890 (docs/router.md)
     model: dict[str, Any] = Field(
@@ -48,6 +45,17 @@ class QuickstartConfig(Strict):
     eval_batch_size: int = 128
     # abstain thresholds are fitted on validation for this selective accuracy (docs/router.md)
     abstain_target: float = Field(0.95, gt=0.0, le=1.0)
+
+
+class QuickstartConfig(RouterSettings):
+    """Sizes and steps of the quickstart loop (defaults fit 2 CPU cores in minutes): the
+    router settings plus the demo generator's sizes and the grading demo switch."""
+
+    n_train: int | None = None  # None: sft_steps * batch_size, every example seen once
+    n_val: int = 200
+    n_heldout: int = 400
+    n_creators: int = 40
+    n_eval_creators: int = 12
     grading: bool = True  # also run the colour-grading vertical on platform-shaped files
 
 

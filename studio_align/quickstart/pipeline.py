@@ -33,7 +33,12 @@ from typing import Any
 
 from studio_align.catalog import Catalog
 from studio_align.plugins import get_host
-from studio_align.quickstart.config import PipelineResult, QuickstartConfig, StageResult
+from studio_align.quickstart.config import (
+    PipelineResult,
+    QuickstartConfig,
+    RouterSettings,
+    StageResult,
+)
 from studio_align.quickstart.data import prepare_data
 from studio_align.quickstart.grading import run_grading
 from studio_align.quickstart.report import (
@@ -52,10 +57,12 @@ def _count_lines(path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-def _run_stage(
-    name: str, out: Path, cfg: QuickstartConfig, data: dict[str, Any], current: Path | None,
+def run_stage(
+    name: str, out: Path, cfg: RouterSettings, data: dict[str, Any], current: Path | None,
     catalog: Catalog, missing: list[str], log: Log,
 ) -> StageResult:  # fmt: skip
+    """Train stage `name` from `current`, then calibrate and evaluate it; a failure is
+    recorded in `missing` (traceback in OUT/<stage>_error.txt), never raised."""
     res = StageResult(stage=name)
     t = time.perf_counter()
     try:
@@ -119,7 +126,7 @@ def run_quickstart(
             log(f"[{i}/{total}] {name}: skipped, nothing to start from")
             continue
         log(f"[{i}/{total}] {name}: training ...")
-        res = _run_stage(name, out, cfg, data, current, catalog, missing, log)
+        res = run_stage(name, out, cfg, data, current, catalog, missing, log)
         stages.append(res)
         if res.checkpoint is not None:
             current = Path(res.checkpoint)

@@ -11,13 +11,13 @@ from studio_align.intents.calibration import fit_calibration
 from studio_align.intents.evaluate import errors, evaluate_router
 from studio_align.intents.report import write_report
 from studio_align.intents.router import Router
-from studio_align.quickstart.config import QuickstartConfig, StageResult
+from studio_align.quickstart.config import QuickstartConfig, RouterSettings, StageResult
 from studio_align.quickstart.grading import grading_notes
 
 Log = Callable[[str], None]
 
 
-def calibrate_stage(checkpoint: Path, cfg: QuickstartConfig, data: dict[str, Any]) -> None:
+def calibrate_stage(checkpoint: Path, cfg: RouterSettings, data: dict[str, Any]) -> None:
     """Fit temperature, unfamiliarity model and abstain thresholds on validation only (the
     hand-written validation set + generator validation) and save them in the checkpoint."""
     router = Router.load(checkpoint)
@@ -57,27 +57,35 @@ def write_pipeline_report(
     stages: list[StageResult],
     data: dict[str, Any],
     router_dir: Path,
-    cfg: QuickstartConfig,
+    cfg: RouterSettings,
     missing: list[str],
     *,
     grading: dict[str, Any] | None = None,
     timings: dict[str, float] | None = None,
+    main_set: str = "creators",
+    title: str = "studio-align quickstart: intent router",
+    intro: list[str] | None = None,
 ) -> Path:
-    """The final router's report (creators' preferred plans as the main set)."""
+    """The final router's report: `main_set` (the quickstart's: unseen creators' preferred
+    plans) as the main figures, every other evaluation set beside it."""
     router = Router.load(router_dir)
     sets = data["eval_sets"]
-    main, plans, confs = evaluate_router(router, sets["creators"], batch_size=cfg.eval_batch_size)
+    main, plans, confs = evaluate_router(router, sets[main_set], batch_size=cfg.eval_batch_size)
     extra = {
         name: evaluate_router(router, rows, batch_size=cfg.eval_batch_size)[0]
         for name, rows in sets.items()
-        if name != "creators"
+        if name != main_set
     }
     ok = [s for s in stages if s.status == "ok"]
-    notes = [
-        f"Main figures: the final router ({ok[-1].stage if ok else '?'}) against the preferred plans of "
-        f"{cfg.n_eval_creators} simulated creators it never saw, writing with held-out phrasings.",
-        "held-out = labelled demo plans with unseen phrasings; handwritten = 50 requests written by hand.",
-    ]
+    if intro is None:
+        n_eval = cfg.n_eval_creators if isinstance(cfg, QuickstartConfig) else "?"
+        intro = [
+            f"Main figures: the final router ({ok[-1].stage if ok else '?'}) against the preferred "
+            f"plans of {n_eval} simulated creators it never saw, writing with held-out phrasings.",
+            "held-out = labelled demo plans with unseen phrasings; handwritten = 50 requests "
+            "written by hand.",
+        ]
+    notes = list(intro)
     images: list[tuple[str, Path]] = []
     if grading:
         notes += grading_notes(grading)
@@ -88,12 +96,12 @@ def write_pipeline_report(
     return write_report(
         report_dir,
         main,
-        title="studio-align quickstart: intent router",
-        mistakes=errors(sets["creators"], plans, confs),
+        title=title,
+        mistakes=errors(sets[main_set], plans, confs),
         stages=[s.row() for s in stages],
         extra_metrics=extra,
         notes=notes,
         extra_images=images,
-        main_set="creators",
+        main_set=main_set,
         timings=[(name, sec) for name, sec in (timings or {}).items()],
     )

@@ -1,5 +1,8 @@
 """The router stages of the quickstart, each built from the real nested run config a user
-would write (`train sft|dpo|kto|grpo --config`), saved as `stages/<stage>/config.toml`."""
+would write (`train sft|dpo|kto|grpo --config`), saved as `stages/<stage>/config.toml`.
+
+`train router --logs` (`from_logs.py`) runs the same builders; its `data` may also carry
+`base` (a Hugging Face directory) for a stage that has no router checkpoint to start from."""
 
 from __future__ import annotations
 
@@ -8,15 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.catalog import Catalog
+from studio_align.errors import ConfigError
 from studio_align.intents.task import RouterTask
-from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart.config import RouterSettings
 from studio_align.training.dpo import DPORunConfig, train_dpo
 from studio_align.training.grpo_run import GRPORunConfig, train_grpo
 from studio_align.training.kto import KTORunConfig, train_kto
 from studio_align.training.sft import SFTConfig, train_sft
 
 
-def _run_cfg(cfg: QuickstartConfig, run_dir: Path, steps: int, lr: float) -> dict[str, Any]:
+def _run_cfg(cfg: RouterSettings, run_dir: Path, steps: int, lr: float) -> dict[str, Any]:
     return {
         "run_dir": run_dir,
         "train": {"steps": steps, "batch_size": cfg.batch_size, "seed": cfg.seed, "log_every": 20},
@@ -25,12 +29,22 @@ def _run_cfg(cfg: QuickstartConfig, run_dir: Path, steps: int, lr: float) -> dic
     }
 
 
-def stage_sft(out: Path, cfg: QuickstartConfig, data: dict[str, Any], catalog: Catalog) -> Path:
+def _start(start: Path | None, data: dict[str, Any]) -> dict[str, Any]:
+    """`[model]` for a stage continuing `start`, else from the Hugging Face `data["base"]`."""
+    if start is not None:
+        return {"init_from": start}
+    if data.get("base") is not None:
+        return {"base": data["base"]}
+    raise ConfigError("no router checkpoint (init_from) or base model to start from")
+
+
+def stage_sft(
+    out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
+) -> Path:
+    fresh = {"preset": "router", "config": cfg.model, "vocab_size": cfg.vocab_size}
+    model = fresh if start is None and data.get("base") is None else _start(start, data)
     sc = SFTConfig.model_validate(
-        {
-            **_run_cfg(cfg, out / "stages" / "sft", cfg.sft_steps, cfg.sft_lr),
-            "model": {"preset": "router", "config": cfg.model, "vocab_size": cfg.vocab_size},
-        }
+        {**_run_cfg(cfg, out / "stages" / "sft", cfg.sft_steps, cfg.sft_lr), "model": model}
     )
     res = train_sft(
         sc,
@@ -42,12 +56,12 @@ def stage_sft(out: Path, cfg: QuickstartConfig, data: dict[str, Any], catalog: C
 
 
 def stage_dpo(
-    out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Path, catalog: Catalog
+    out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
 ) -> Path:
     rc = DPORunConfig.model_validate(
         {
             **_run_cfg(cfg, out / "stages" / "dpo", cfg.dpo_steps, cfg.dpo_lr),
-            "model": {"init_from": start},
+            "model": _start(start, data),
             "data": {"dir": data["compiled"]},
             "dpo": {"beta": cfg.dpo_beta, "nll_alpha": cfg.dpo_nll_alpha},
         }
@@ -56,12 +70,12 @@ def stage_dpo(
 
 
 def stage_kto(
-    out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Path, catalog: Catalog
+    out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
 ) -> Path:
     rc = KTORunConfig.model_validate(
         {
             **_run_cfg(cfg, out / "stages" / "kto", cfg.kto_steps, cfg.kto_lr),
-            "model": {"init_from": start},
+            "model": _start(start, data),
             "data": {"dir": data["compiled"]},
         }
     )
@@ -69,12 +83,12 @@ def stage_kto(
 
 
 def stage_grpo(
-    out: Path, cfg: QuickstartConfig, data: dict[str, Any], start: Path, catalog: Catalog
+    out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
 ) -> Path:
     rc = GRPORunConfig.model_validate(
         {
             "run_dir": out / "stages" / "grpo",
-            "model": {"init_from": start},
+            "model": _start(start, data),
             "data": {"dir": data["compiled"]},
             "grpo": {
                 "steps": cfg.grpo_steps,
@@ -90,18 +104,18 @@ def stage_grpo(
     return Path(train_grpo(rc, task=RouterTask(catalog)).checkpoint)
 
 
-StageFn = Callable[[Path, QuickstartConfig, dict[str, Any], Any, Catalog], Path]
+StageFn = Callable[[Path, RouterSettings, dict[str, Any], Any, Catalog], Path]
 
 # name -> builder; each takes (out, cfg, data, starting checkpoint or None, catalog)
 STAGES: dict[str, StageFn] = {
-    "sft": lambda out, cfg, data, start, catalog: stage_sft(out, cfg, data, catalog),
+    "sft": stage_sft,
     "dpo": stage_dpo,
     "kto": stage_kto,
     "grpo": stage_grpo,
 }
 
 
-def stage_plan(cfg: QuickstartConfig) -> list[str]:
+def stage_plan(cfg: RouterSettings) -> list[str]:
     """The router stages this config runs, in order."""
     plan = ["sft"]
     if cfg.preference in ("dpo", "dpo+kto"):

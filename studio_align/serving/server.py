@@ -64,14 +64,14 @@ class BoundedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
 
-def enable_compile_cache(path: str | None) -> None:
+def enable_compile_cache(path: str | None, min_compile_s: float = 0.5) -> None:
     """Persist compiled decode programs across server restarts (no-op when `path` is None)."""
     if not path:
         return
     import jax
 
     jax.config.update("jax_compilation_cache_dir", str(Path(path).expanduser()))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", min_compile_s)
 
 
 def _announce(message: str) -> None:
@@ -86,7 +86,7 @@ def protocol_for(cfg: ServeConfig) -> type[H11Protocol]:
 
 def serve(cfg: ServeConfig, *, log_level: str = "warning") -> None:
     check_bind(cfg)
-    enable_compile_cache(cfg.compile_cache_dir)
+    enable_compile_cache(cfg.compile_cache_dir, cfg.compile_cache_min_s)
     first = load_router(cfg.checkpoint)
     model = getattr(first, "model", None)
     if model is not None and nonfinite_weights(model):

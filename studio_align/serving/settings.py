@@ -57,6 +57,8 @@ class ServeConfig(Strict):
     max_connections: int = Field(256, ge=1)
     # XLA's persistent compilation cache: a restarted server warms up from disk in seconds.
     compile_cache_dir: str | None = "~/.cache/studio-align/xla"
+    # programs compiling faster than this are not written to the cache (JAX's own knob)
+    compile_cache_min_s: float = Field(0.5, ge=0.0)
 
 
 def is_loopback(host: str) -> bool:

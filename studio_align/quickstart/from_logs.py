@@ -1,0 +1,275 @@
+"""`train router --logs`: the quickstart's loop on a platform's own raw logs.
+
+Steps, numbered as printed (`[i/n]`):
+
+1. data: the logs are validated and compiled (`data.compile_logs`, split by creator and
+   session); invalid lines go to `OUT/quarantine/invalid.jsonl`, counted and reported,
+   never dropped silently. Labelled routing examples are the logs' own (an accepted plan,
+   a re-route's final plan) plus any `examples` files;
+2. the router stages of the quickstart (`stages.STAGES`, the same run-config builders and
+   the same tuned defaults, `RouterSettings`): SFT where labelled examples exist (from
+   scratch, from `init_from` or from a Hugging Face `base`), then DPO / KTO / GRPO from
+   the route events, each calibrated on validation and scored after it;
+3. report: the last stage's checkpoint becomes `OUT/router/`, with `OUT/report/`.
+
+Design choices:
+- Every setting, inputs included, is one flat config (`FromLogsConfig`, the quickstart's
+  router settings plus the inputs) written to `OUT/config.toml` with absolute paths
+  before anything trains, so `--config OUT/config.toml` reruns the same run from anywhere.
+- Evaluation sets: `creators` is the logs' held-out split (plans creators kept, on
+  sessions never trained on) unless an `eval` file of that name is given (then the logs'
+  held-out split is `logs_heldout`); the hand-written sets shipped with the package are
+  always scored. Validation (SFT's held-out loss, calibration) is `val` files, else a
+  seeded tenth (at most 200) of the labelled examples set aside before SFT: evaluation
+  sets never select settings.
+- Bad input (a missing path, no valid event, nothing to start from) raises a
+  `StudioAlignError` before any training, which the CLI prints as one line.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from studio_align.catalog import Catalog
+from studio_align.config import dump_toml
+from studio_align.data.compile import compile_logs
+from studio_align.data.paths import expand_log_paths
+from studio_align.errors import ConfigError, DataError
+from studio_align.intents import eval as packaged
+from studio_align.intents.creators import majority_plans
+from studio_align.intents.demo import read_examples
+from studio_align.plugins import get_host
+from studio_align.quickstart.config import PipelineResult, RouterSettings, StageResult
+from studio_align.quickstart.pipeline import run_stage
+from studio_align.quickstart.report import Log, summary_line, write_pipeline_report
+from studio_align.quickstart.stages import stage_plan
+from studio_align.training.progress import heartbeat
+
+# which compiled record each stage trains on (RouterTask.record_kinds)
+_NEEDS = {"sft": "routing_examples", "dpo": "route_dpo_pairs", "kto": "kto_samples",
+          "grpo": "routing_examples"}  # fmt: skip
+MAX_VAL = 200
+
+
+class FromLogsConfig(RouterSettings):
+    """The settings of `train router --logs`: the quickstart's router settings, then the inputs.
+
+    Flat, so `--set sft_steps=200` means what it means for `quickstart`.
+    """
+
+    logs: list[Path] = Field(min_length=1)  # event logs: *.jsonl files or directories
+    examples: list[Path] = Field(default_factory=list)  # extra labelled {"request", "plan"} files
+    log_examples: bool = True  # also SFT on the logs' own labels (accepted / final plans)
+    val: list[Path] = Field(default_factory=list)  # validation examples; none: a tenth set aside
+    eval: dict[str, Path] = Field(default_factory=dict)  # extra evaluation sets, name = file
+    base: Path | None = None  # a Hugging Face Gemma 3 directory to start from
+    init_from: Path | None = None  # a router checkpoint to start from
+    heldout_fraction: float = Field(0.2, ge=0.0, lt=1.0)  # of (creator, session) groups
+    check_images: bool = True  # logged image paths must exist (as `data compile`)
+
+
+def absolute(cfg: FromLogsConfig) -> FromLogsConfig:
+    """`cfg` with every path made absolute, so its TOML reruns from any directory."""
+
+    def a(p: Path) -> Path:
+        return p.expanduser().resolve()
+
+    return cfg.model_copy(
+        update={
+            "logs": [a(p) for p in cfg.logs],
+            "examples": [a(p) for p in cfg.examples],
+            "val": [a(p) for p in cfg.val],
+            "eval": {k: a(p) for k, p in cfg.eval.items()},
+            "base": a(cfg.base) if cfg.base else None,
+            "init_from": a(cfg.init_from) if cfg.init_from else None,
+        }
+    )
+
+
+def _read_labelled(paths: list[Path], catalog: Catalog) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for p in paths:
+        if not p.is_file():
+            raise DataError(f"{p}: no such labelled-examples file")
+        rows.extend(read_examples(p, catalog))
+    return rows
+
+
+def _check_start(cfg: FromLogsConfig) -> None:
+    for key in ("base", "init_from"):
+        p = getattr(cfg, key)
+        if p is not None and not p.is_dir():
+            raise ConfigError(f"{key}: {p} is not a directory")
+    if cfg.base is not None and cfg.init_from is not None:
+        raise ConfigError("give base or init_from, not both")
+
+
+def prepare_log_data(
+    out: Path, cfg: FromLogsConfig, catalog: Catalog
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Validate and compile the logs into OUT/compiled (invalid lines quarantined), gather
+    the labelled examples, validation and evaluation sets; returns (data, counts)."""
+    compiled, quarantine = out / "compiled", out / "quarantine" / "invalid.jsonl"
+    own = {compiled.resolve(), quarantine.parent.resolve()}
+    paths = [
+        p for p in expand_log_paths(cfg.logs, exclude=quarantine)
+        if not any(p.resolve().is_relative_to(o) for o in own)
+    ]  # fmt: skip
+    extra_train = _read_labelled(cfg.examples, catalog)
+    val = _read_labelled(cfg.val, catalog)
+    evals = {name: _read_labelled([p], catalog) for name, p in cfg.eval.items()}
+    if compiled.exists():
+        shutil.rmtree(compiled)
+    quarantine.parent.mkdir(parents=True, exist_ok=True)
+    quarantine.unlink(missing_ok=True)
+    res = compile_logs(
+        paths, compiled, seed=cfg.seed, heldout_fraction=cfg.heldout_fraction, catalog=catalog,
+        check_images=cfg.check_images, quarantine=quarantine,
+    )  # fmt: skip
+    lines, records = res.manifest["lines"], res.manifest["records"]
+    if not lines["valid"]:
+        where = f"; {lines['invalid']} invalid line(s) in {quarantine}" if lines["invalid"] else ""
+        raise DataError(f"no valid events in {len(paths)} log file(s){where}")
+    if not quarantine.exists() or not quarantine.stat().st_size:
+        quarantine.unlink(missing_ok=True)
+    log_train = read_examples(compiled / "train" / "routing_examples.jsonl")
+    train = (log_train if cfg.log_examples else []) + extra_train
+    if not val and train:  # a seeded tenth, set aside before SFT sees it
+        order = list(range(len(train)))
+        random.Random(cfg.seed).shuffle(order)
+        held = set(order[: min(MAX_VAL, len(train) // 10)])
+        val = [r for i, r in enumerate(train) if i in held]
+        train = [r for i, r in enumerate(train) if i not in held]
+    log_heldout = read_examples(compiled / "heldout" / "routing_examples.jsonl")
+    sets: dict[str, list[dict[str, Any]]] = {}
+    if log_heldout:
+        sets["creators" if "creators" not in evals else "logs_heldout"] = log_heldout
+    sets.update(evals)
+    sets["handwritten"] = packaged.load("handwritten_v1")
+    sets["handwritten_v2"] = packaged.load("handwritten_v2")
+    # as the quickstart: the same requests against the majority creator's preferred plan
+    for name in ("heldout", "handwritten", "handwritten_v2"):
+        if name in sets:
+            sets[f"{name}_majority"] = majority_plans(sets[name], catalog)
+    counts = {
+        "log_files": len(paths),
+        "lines": lines,
+        "events": res.manifest["events"],
+        "quarantine": str(quarantine) if lines["invalid"] else None,
+        "records": {k: v["train"] for k, v in records.items()},
+        "labelled": {"train": len(train), "val": len(val)},
+    }
+    data = {
+        "splits": {"train": train, "val": val},
+        "compiled": compiled,
+        "eval_sets": sets,
+        "base": cfg.base,
+    }
+    return data, counts
+
+
+def _plan(cfg: FromLogsConfig, counts: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The stages to run and the ones skipped for want of records (with the reason)."""
+    wanted = stage_plan(cfg)
+    have = {"sft": counts["labelled"]["train"], **counts["records"]}
+    run = [s for s in wanted if have.get(_NEEDS[s], 0) > 0 and (s != "sft" or cfg.sft_steps > 0)]
+    skipped = [f"{s}: skipped (no {_NEEDS[s]} in the logs)" for s in wanted if s not in run]
+    if "sft" not in run and cfg.init_from is None and cfg.base is None:
+        raise DataError(
+            "no labelled routing examples (accepted or re-routed route events, or --examples) "
+            "to train a router from; give --base HF_DIR or --init-from ROUTER_DIR"
+        )
+    return run, skipped
+
+
+def train_router_from_logs(
+    out: str | Path, cfg: FromLogsConfig, *, catalog: Catalog | None = None, log: Log = print
+) -> PipelineResult:
+    """Run every step (see module docstring) into `out`. Bad input raises before training;
+    a failed stage is reported in the result's `missing`, the others still run."""
+    out = Path(out)
+    cfg = absolute(cfg)
+    _check_start(cfg)
+    catalog = catalog if catalog is not None else get_host().catalog
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+    t0 = time.perf_counter()
+    with heartbeat("data", "validating and compiling the logs"):
+        data, counts = prepare_log_data(out, cfg, catalog)
+    plan, missing = _plan(cfg, counts)
+    total = 1 + len(plan) + 1
+    lines, rec = counts["lines"], counts["records"]
+    log(f"[1/{total}] data: {lines['valid']} valid events from {counts['log_files']} file(s) "
+        f"compiled in {time.perf_counter() - t0:.1f}s")  # fmt: skip
+    if lines["invalid"]:
+        log(f"      {lines['invalid']} invalid line(s) quarantined to {counts['quarantine']}")
+    log(f"      train: {counts['labelled']['train']} labelled examples, "
+        f"{rec['route_dpo_pairs']} re-route pairs, {rec['kto_samples']} KTO samples; "
+        f"validation {counts['labelled']['val']}; evaluation sets: "
+        + ", ".join(f"{k} ({len(v)})" for k, v in data["eval_sets"].items()))  # fmt: skip
+    timings = {"data": time.perf_counter() - t0}
+    stages: list[StageResult] = []
+    current: Path | None = cfg.init_from
+    for i, name in enumerate(plan, start=2):
+        log(f"[{i}/{total}] {name}: training ...")
+        if (out / "stages" / name).exists():  # a rerun into OUT starts the stage afresh
+            shutil.rmtree(out / "stages" / name)
+        res = run_stage(name, out, cfg, data, current, catalog, missing, log)
+        stages.append(res)
+        if res.checkpoint is not None:
+            current = Path(res.checkpoint)
+    log(f"[{total}/{total}] report ...")
+    router_dir = page = None
+    if current is not None and current != cfg.init_from:
+        router_dir = out / "router"
+        if router_dir.exists():
+            shutil.rmtree(router_dir)
+        shutil.copytree(current, router_dir)
+        intro = [
+            f"Main figures: the final router ({stages[-1].stage}) against `creators`: "
+            + ("the given evaluation file." if "creators" in cfg.eval else
+               "the plans creators kept (accepted, or re-routed to) on held-out sessions "
+               "of the logs, never trained on."),
+            f"Logs: {lines['valid']} valid events, {lines['invalid']} quarantined; "
+            f"settings in {out / 'config.toml'}.",
+        ]  # fmt: skip
+        main_set = "creators" if "creators" in data["eval_sets"] else "handwritten_v2"
+        try:
+            with heartbeat("report", "scoring the final router and drawing the report"):
+                page = write_pipeline_report(
+                    out / "report", stages, data, router_dir, cfg, missing, timings=timings,
+                    main_set=main_set, title="studio-align train router --logs", intro=intro,
+                )  # fmt: skip
+        except Exception as e:  # the router is saved; say why there is no report
+            missing.append(f"report: failed ({type(e).__name__}: {e})")
+            (out / "report_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+    else:
+        missing.append("router: no stage trained a checkpoint")
+    summary = {
+        "stages": [s.row() for s in stages],
+        "missing": missing,
+        "seconds": time.perf_counter() - t0,
+        "router": str(router_dir) if router_dir else None,
+        "data": counts,
+        "figures": {s.stage: s.figures for s in stages},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    log("")
+    for s in stages:
+        log(summary_line(s))
+    log(f"total {time.perf_counter() - t0:.0f}s")
+    if missing:
+        log("NOT RUN: " + "; ".join(missing))
+    if router_dir:
+        log(f"router checkpoint: {router_dir}")
+    if page:
+        log(f"report: {page}")
+    return PipelineResult(out=out, stages=stages, router=router_dir, report=page, missing=missing)
