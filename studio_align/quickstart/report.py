@@ -14,6 +14,7 @@ from studio_align.intents.evaluate import errors, evaluate_router
 from studio_align.intents.report import write_report
 from studio_align.intents.router import Router
 from studio_align.quickstart.config import QuickstartConfig, StageResult
+from studio_align.quickstart.flow import flow_report_parts
 from studio_align.training.progress import heartbeat
 from studio_align.verticals.grading.demo import run_grading_demo
 
@@ -89,6 +90,7 @@ def write_pipeline_report(
     *,
     grading: dict[str, Any] | None = None,
     timings: dict[str, float] | None = None,
+    flow: dict[str, Any] | None = None,
 ) -> Path:
     """The final router's report (creators' preferred plans as the main set)."""
     router = Router.load(router_dir)
@@ -119,6 +121,10 @@ def write_pipeline_report(
             ("Colour grading: before / after", p)
             for p in sorted(Path(grading["dir"]).glob("*.png"))
         ]
+    if flow:
+        flow_notes, flow_images = flow_report_parts(flow)
+        notes += flow_notes
+        images = images + flow_images
     if missing:
         notes.append("Not run: " + "; ".join(missing))
     return write_report(
