@@ -98,8 +98,14 @@ class SupportsObjectiveDPO(Protocol):
     Diffusion-DPO against `start.reference`) instead of token-id pairs."""
 
     def dpo_objective(
-        self, start: StartingPoint, records: Sequence[Mapping[str, Any]], dpo: Any, *,
-        batch_size: int, seed: int, heldout: Sequence[Mapping[str, Any]] = (),
+        self,
+        start: StartingPoint,
+        records: Sequence[Mapping[str, Any]],
+        dpo: Any,
+        *,
+        batch_size: int,
+        seed: int,
+        heldout: Sequence[Mapping[str, Any]] = (),
     ) -> tuple[Callable[[int], Any], Callable[..., Any], Callable[[Any], dict[str, float]] | None]:
         """(batches(step), loss_fn(model, batch), held-out eval_fn(model) or None)."""
         ...

@@ -27,10 +27,18 @@ from studio_align.verticals.flow.guards import GuardConfig
 
 CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, GuardConfig)
     "base": ({}, {}),
+    "stop1.3": ({}, {"stop_fd_ratio": 1.3, "stop_diversity_ratio": 0.9}),
+    "stop1.3+kl0.05": ({"beta": 0.05}, {"stop_fd_ratio": 1.3, "stop_diversity_ratio": 0.9}),
+    "stop1.3+anchor": (
+        {},
+        {"stop_fd_ratio": 1.3, "stop_diversity_ratio": 0.9, "anchor_weight": 1.0},
+    ),
     "ceil": ({}, {"ceiling_quantile": 0.9}),
     "ceil+anchor": ({}, {"ceiling_quantile": 0.9, "anchor_weight": 1.0}),
-    "ceil+anchor+div": ({}, {"ceiling_quantile": 0.9, "anchor_weight": 1.0,
-                             "diversity_weight": 0.3}),  # fmt: skip
+    "ceil+anchor+div": (
+        {},
+        {"ceiling_quantile": 0.9, "anchor_weight": 1.0, "diversity_weight": 0.3},
+    ),
     "anchor2": ({}, {"anchor_weight": 2.0}),
     "ceil+kl0.1": ({"beta": 0.1}, {"ceiling_quantile": 0.9}),
     "ceil+anchor+10steps": ({"steps": 10}, {"ceiling_quantile": 0.9, "anchor_weight": 1.0}),
@@ -60,8 +68,16 @@ def main() -> None:
         g = FlowGRPOConfig(seed=args.seed).model_copy(update=upd)
         for taste in prep["tastes"]:
             t0 = time.perf_counter()
-            model, extra = align(prep, taste, "grpo", root / name / taste.name, host=host,
-                                 grpo=g, dpo=FlowDPOConfig(), guards=GuardConfig(**guard))
+            model, extra = align(
+                prep,
+                taste,
+                "grpo",
+                root / name / taste.name,
+                host=host,
+                grpo=g,
+                dpo=FlowDPOConfig(),
+                guards=GuardConfig(**guard),
+            )
             secs = time.perf_counter() - t0
             rep = compare(prep["base"], model, taste, data_images=prep["data"],
                           n_per_set=args.n_eval, scorer=prep["scorer"], base_samples=cache,

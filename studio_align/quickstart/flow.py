@@ -20,7 +20,9 @@ from studio_align.verticals.flow.experiment import quickstart_stage
 Log = Any
 
 
-def run_flow(out: Path, cfg: QuickstartConfig, log: Log, missing: list[str]) -> dict[str, Any] | None:
+def run_flow(
+    out: Path, cfg: QuickstartConfig, log: Log, missing: list[str]
+) -> dict[str, Any] | None:
     """Run the stage into `out/flow`; a failure is reported, never raised."""
     t = time.perf_counter()
     try:

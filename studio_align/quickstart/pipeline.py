@@ -128,7 +128,8 @@ def run_quickstart(
 
     flow: dict[str, Any] | None = None
     if cfg.flow:
-        log(f"[{total - 1 - int(cfg.grading)}/{total}] flow: creators select, Flow-GRPO aligns the generator ...")
+        step = total - 1 - int(cfg.grading)
+        log(f"[{step}/{total}] flow: creators select, Flow-GRPO aligns the generator ...")
         flow = run_flow(out, cfg, log, missing)
         if flow is not None:
             timings["flow vertical"] = float(flow["seconds"])

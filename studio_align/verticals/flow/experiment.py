@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from studio_align.reward_models.color_stats import color_features
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.reward_models.train import RewardTrainConfig, train_reward
 from studio_align.verticals.flow.align import (
@@ -38,8 +39,21 @@ from studio_align.verticals.flow.align import (
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
 from studio_align.verticals.flow.creators import CREATORS, FlowTaste, selection_logs
 from studio_align.verticals.flow.data import label, make_dataset
-from studio_align.verticals.flow.guards import ClippedScorer, ColourAnchor, GuardConfig, ceiling_from
-from studio_align.verticals.flow.evaluate import TRAIN_TAG_SETS, compare, conditions, generate
+from studio_align.verticals.flow.evaluate import (
+    TRAIN_TAG_SETS,
+    FeatureScale,
+    compare,
+    conditions,
+    diversity,
+    frechet_distance,
+    generate,
+)
+from studio_align.verticals.flow.guards import (
+    ClippedScorer,
+    ColourAnchor,
+    GuardConfig,
+    ceiling_from,
+)
 
 
 def collect_selections(
@@ -87,6 +101,33 @@ def prepare(root: Path, *, seed: int, host: Any, creators: Sequence[str],
             "data": data, "anchor": ColourAnchor(data)}  # fmt: skip
 
 
+STOP_NOISE = 4242  # validation noise of the early-stopping check (evaluation uses 1234)
+
+
+def quality_stop(prep: dict[str, Any], guards: GuardConfig) -> Any:
+    """Early-stopping check on validation noise: FD / diversity ratios against the base."""
+    if guards.stop_fd_ratio is None and guards.stop_diversity_ratio is None:
+        return None
+    if "stop_ref" not in prep:
+        scale = FeatureScale(prep["data"])
+        feats = color_features(prep["data"])
+        b = generate(prep["base"], TRAIN_TAG_SETS, 8, seed=STOP_NOISE)
+        flat = b.reshape(-1, *b.shape[2:])
+        prep["stop_ref"] = (scale, feats, frechet_distance(color_features(flat), feats),
+                            diversity(b, scale))  # fmt: skip
+    scale, feats, fd_base, div_base = prep["stop_ref"]
+
+    def stop(model: Any) -> bool:
+        a = generate(model, TRAIN_TAG_SETS, 8, seed=STOP_NOISE)
+        fd = frechet_distance(color_features(a.reshape(-1, *a.shape[2:])), feats) / fd_base
+        div = diversity(a, scale) / div_base
+        return (guards.stop_fd_ratio is not None and fd > guards.stop_fd_ratio) or (
+            guards.stop_diversity_ratio is not None and div < guards.stop_diversity_ratio
+        )
+
+    return stop
+
+
 def align(
     prep: dict[str, Any], taste: FlowTaste, algo: str, run_dir: Path, *, host: Any,
     grpo: FlowGRPOConfig, dpo: FlowDPOConfig, guards: GuardConfig,
@@ -103,9 +144,11 @@ def align(
             ceiling = ceiling_from(scorer, chosen, taste.name, guards.ceiling_quantile)
             reward_model, extra["ceiling"] = ClippedScorer(scorer, ceiling), ceiling
         g = grpo.model_copy(update={"weights": guards.weights(grpo.weights)})
+        stop = quality_stop(prep, guards)
         hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards, creator=taste.name,
                          context={"aesthetic_model": reward_model, "colour_anchor": prep["anchor"]},
-                         run_dir=run_dir)  # fmt: skip
+                         run_dir=run_dir, stop=stop, check_every=guards.check_every)  # fmt: skip
+        extra["steps_kept"] = hist[-1].get("early_stop_kept", float(len(hist)))
         curve = [h.get("reward/total/mean") for h in hist]
         extra.update(reward_curve=[curve[0], curve[-1]], kl=hist[-1].get("kl"))
         return model, extra

@@ -35,12 +35,18 @@ class GuardConfig(Strict):
 
     `ceiling_quantile`: cap the `aesthetic` reward at this quantile of the creator's chosen
     images' scores (None = no cap); `anchor_weight`: weight of `flow_anchor`;
-    `diversity_weight`: weight of `flow_diversity`.
+    `diversity_weight`: weight of `flow_diversity`; `stop_fd_ratio` / `stop_diversity_ratio`:
+    early stopping when, on validation noise, the Fréchet distance to the pretraining
+    data exceeds / the diversity falls below that multiple of the base's (None = off),
+    checked every `check_every` steps, keeping the last weights that passed.
     """
 
     ceiling_quantile: float | None = Field(None, ge=0, le=1)
     anchor_weight: float = Field(0.0, ge=0)
     diversity_weight: float = Field(0.0, ge=0)
+    stop_fd_ratio: float | None = Field(None, gt=0)
+    stop_diversity_ratio: float | None = Field(None, ge=0)
+    check_every: int = Field(2, ge=1)
 
     def weights(self, base: dict[str, float]) -> dict[str, float]:
         w = dict(base)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from flax import nnx
 from PIL import Image
 
@@ -48,8 +47,8 @@ def parse_prompt(prompt: str) -> tuple[str, tuple[str, ...]]:
 
 def _read_image(path: str, size: int, where: str) -> np.ndarray:
     try:
-        with Image.open(path) as im:
-            im = im.convert("RGB")
+        with Image.open(path) as f:
+            im = f.convert("RGB")
             if im.size != (size, size):
                 im = im.resize((size, size), Image.Resampling.BILINEAR)
             return np.asarray(im, np.float32) / 127.5 - 1.0
@@ -148,6 +147,7 @@ class FlowTask:
         creator = start.state.get("options", {}).get("creator")
         size = start.model.cfg.image_size
         pairs = image_pairs(records, size=size, creator=creator)
+        assert pairs is not None  # allow_empty=False raises instead
         loss_fn = make_dpo_loss(start.reference, beta=dpo.beta)
         held = image_pairs(heldout, size=size, creator=creator, allow_empty=True)
         eval_fn = None
