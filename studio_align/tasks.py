@@ -11,7 +11,8 @@ Design choices:
   inherit, so a plugin needs nothing but this module's names.
 - Algorithms are opt-in per task: `algorithms` names what the task supports (`sft`,
   `dpo`, `kto`, `grpo`), and a trainer asks only for the methods its algorithm needs.
-  A task that supports `sft` implements `sft_pairs`; `dpo` implements `preference_pairs`;
+  A task that supports `sft` implements `sft_pairs`; `dpo` implements `preference_pairs`
+  (token ids) or `dpo_objective` (a model that is not token-based, e.g. Diffusion-DPO);
   `kto` implements `kto_samples`; `grpo` implements `grpo_prompts` and `policy`.
 - Sequences are token-id lists: the generic SFT/DPO/KTO trainers pack them
   (`training.packing`). GRPO needs only the task's `Policy` (sample + log-probs), so a
@@ -88,6 +89,25 @@ class SupportsDPO(Protocol):
         self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
     ) -> tuple[list[Sequence[int]], list[Sequence[int]], list[Sequence[int]]]:
         """(prompts, chosen completions, rejected completions), as token ids."""
+        ...
+
+
+class SupportsObjectiveDPO(Protocol):
+    """`dpo` for a model that is not a token sequence (an image generator): the task gives
+    the shared loop its step-indexed batches and its `(loss, metrics)` function (e.g.
+    Diffusion-DPO against `start.reference`) instead of token-id pairs."""
+
+    def dpo_objective(
+        self,
+        start: StartingPoint,
+        records: Sequence[Mapping[str, Any]],
+        dpo: Any,
+        *,
+        batch_size: int,
+        seed: int,
+        heldout: Sequence[Mapping[str, Any]] = (),
+    ) -> tuple[Callable[[int], Any], Callable[..., Any], Callable[[Any], dict[str, float]] | None]:
+        """(batches(step), loss_fn(model, batch), held-out eval_fn(model) or None)."""
         ...
 
 

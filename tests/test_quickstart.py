@@ -14,7 +14,7 @@ TINY = QuickstartConfig(
     model={"d_model": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "head_dim": 16,
            "d_ff": 64, "max_seq_len": 128},
     batch_size=8, sft_steps=4, dpo_steps=2, kto_steps=2, grpo_steps=1, grpo_group=2,
-    grpo_prompts=2, preference="dpo+kto", grading=False,
+    grpo_prompts=2, preference="dpo+kto", grading=False, flow=False,
 )  # fmt: skip
 
 

@@ -1,6 +1,9 @@
 """The flow vertical's measured experiment: 3 seeds x creators x {Flow-GRPO, Diffusion-DPO}.
 
-    PYTHONPATH=. python examples/flow/run_experiment.py --out runs/flow/experiment --seeds 0 1 2
+    PYTHONPATH=. python examples/flow/run_experiment.py --out runs/flow/experiment --seeds 0 1 2 \
+        --stop-fd 1.3 --stop-diversity 0.9
+
+(the guards' settings were chosen on the validation split: `examples/flow/validate.py`).
 
 Writes `OUT/seed<k>/report.json` per seed and `OUT/summary.json` (seed mean and std).
 The persistent XLA compilation cache makes later runs reuse the compiled steps.
@@ -18,6 +21,7 @@ import jax
 from studio_align.plugins import PluginHost
 from studio_align.verticals.flow.align import FlowDPOConfig, FlowGRPOConfig
 from studio_align.verticals.flow.experiment import run_seed, summarise
+from studio_align.verticals.flow.guards import GuardConfig
 
 
 def main() -> None:
@@ -27,7 +31,11 @@ def main() -> None:
     ap.add_argument("--algorithms", nargs="+", default=["grpo", "dpo"])
     ap.add_argument("--grpo-steps", type=int, default=20)
     ap.add_argument("--dpo-steps", type=int, default=100)
-    ap.add_argument("--diversity", type=float, default=0.0)
+    ap.add_argument("--diversity", type=float, default=0.0, help="flow_diversity weight")
+    ap.add_argument("--anchor", type=float, default=0.0, help="flow_anchor weight")
+    ap.add_argument("--ceiling", type=float, default=None, help="aesthetic cap quantile")
+    ap.add_argument("--stop-fd", type=float, default=None, help="early stop: FD ratio")
+    ap.add_argument("--stop-diversity", type=float, default=None, help="early stop: div ratio")
     args = ap.parse_args()
     jax.config.update("jax_compilation_cache_dir", "/tmp/studio_align_jax_cache")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
@@ -44,7 +52,13 @@ def main() -> None:
             algorithms=args.algorithms,
             grpo=FlowGRPOConfig(steps=args.grpo_steps),
             dpo=FlowDPOConfig(steps=args.dpo_steps),
-            diversity_weight=args.diversity,
+            guards=GuardConfig(
+                diversity_weight=args.diversity,
+                anchor_weight=args.anchor,
+                ceiling_quantile=args.ceiling,
+                stop_fd_ratio=args.stop_fd,
+                stop_diversity_ratio=args.stop_diversity,
+            ),
         )
         rep["uptime"] = up
         (out / f"seed{seed}" / "report.json").write_text(json.dumps(rep, indent=2, default=float))

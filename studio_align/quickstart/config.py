@@ -57,6 +57,10 @@ class QuickstartConfig(RouterSettings):
     n_creators: int = 40
     n_eval_creators: int = 12
     grading: bool = True  # also run the colour-grading vertical on platform-shaped files
+    # also align the packaged flow generator to simulated creators (off until its added
+    # time is measured at idle: docs/flow.md, "Quickstart stage")
+    flow: bool = False
+    flow_grpo_steps: int = Field(20, ge=1)
 
 
 @dataclass

@@ -10,6 +10,8 @@ Steps, numbered as printed (`[i/n]`), each leaving what a user would get by hand
    the real run config a user would write (saved in `stages/<stage>/config.toml`);
 3. grading (optional): the colour-grading vertical through the files a platform exports
    (`quickstart.grading`: demo photos + JSONL logs, `train grading`, `eval grading`);
+3b. flow (optional, `quickstart/flow.py`): the packaged flow generator aligned to
+   simulated creators, a before/after grid per creator;
 4. report: the last stage's checkpoint becomes `OUT/router/`, with `OUT/report/`.
 
 After every router stage the router is scored on the evaluation sets: *held-out*
@@ -40,6 +42,7 @@ from studio_align.quickstart.config import (
     StageResult,
 )
 from studio_align.quickstart.data import prepare_data
+from studio_align.quickstart.flow import run_flow
 from studio_align.quickstart.grading import run_grading
 from studio_align.quickstart.report import (
     Log,
@@ -104,7 +107,7 @@ def run_quickstart(
     catalog = catalog if catalog is not None else get_host().catalog
     t0 = time.perf_counter()
     plan = stage_plan(cfg)
-    total = 1 + len(plan) + int(cfg.grading) + 1
+    total = 1 + len(plan) + int(cfg.grading) + int(cfg.flow) + 1
     log(f"[1/{total}] data: generating demo requests and creator logs ...")
     t = time.perf_counter()
     with heartbeat("data", "generating and compiling"):
@@ -131,6 +134,14 @@ def run_quickstart(
         if res.checkpoint is not None:
             current = Path(res.checkpoint)
 
+    flow: dict[str, Any] | None = None
+    if cfg.flow:
+        step = total - 1 - int(cfg.grading)
+        log(f"[{step}/{total}] flow: creators select, Flow-GRPO aligns the generator ...")
+        flow = run_flow(out, cfg, log, missing)
+        if flow is not None:
+            timings["flow vertical"] = float(flow["seconds"])
+
     grading: dict[str, Any] | None = None
     if cfg.grading:
         log(
@@ -152,7 +163,7 @@ def run_quickstart(
             with heartbeat("report", "scoring the final router and drawing the report"):
                 page = write_pipeline_report(
                     out / "report", stages, data, router_dir, cfg, missing, grading=grading,
-                    timings=timings,
+                    timings=timings, flow=flow,
                 )  # fmt: skip
         except Exception as e:
             missing.append(f"report: failed ({type(e).__name__}: {e})")
@@ -164,6 +175,7 @@ def run_quickstart(
         "router": str(router_dir) if router_dir else None,
         "figures": {s.stage: s.figures for s in stages},
         "grading": grading,
+        "flow": flow,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
     log("")

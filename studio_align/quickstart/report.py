@@ -12,6 +12,7 @@ from studio_align.intents.evaluate import errors, evaluate_router
 from studio_align.intents.report import write_report
 from studio_align.intents.router import Router
 from studio_align.quickstart.config import QuickstartConfig, RouterSettings, StageResult
+from studio_align.quickstart.flow import flow_report_parts
 from studio_align.quickstart.grading import grading_notes
 
 Log = Callable[[str], None]
@@ -65,6 +66,7 @@ def write_pipeline_report(
     main_set: str = "creators",
     title: str = "studio-align quickstart: intent router",
     intro: list[str] | None = None,
+    flow: dict[str, Any] | None = None,
 ) -> Path:
     """The final router's report: `main_set` (the quickstart's: unseen creators' preferred
     plans) as the main figures, every other evaluation set beside it."""
@@ -91,6 +93,10 @@ def write_pipeline_report(
         notes += grading_notes(grading)
         images = [("Colour grading: held-out retouches, source | untuned | tuned | creator",
                    Path(p)) for p in grading["grids"]]  # fmt: skip
+    if flow:
+        flow_notes, flow_images = flow_report_parts(flow)
+        notes += flow_notes
+        images = images + flow_images
     if missing:
         notes.append("Not run: " + "; ".join(missing))
     return write_report(

@@ -294,6 +294,8 @@ def train_dpo(
     """Tune `task` (default: `cfg.task`) with the configured DPO-family loss on its pairs."""
     task = resolve_task(task or cfg.task, "dpo")
     start = start or task.start(cfg.model, seed=cfg.train.seed)
+    if hasattr(task, "dpo_objective"):
+        return _train_objective(cfg, task, start)
     pad_id = start.tokenizer.pad_id
     train_pairs = pack_pairs(
         *task.preference_pairs(start, read_split(task, cfg.data, "dpo", "train")),
@@ -350,3 +352,25 @@ def train_dpo(
         reference_cache_hit=hit,
         train=result,
     )
+
+
+def _train_objective(cfg: DPORunConfig, task: Any, start: StartingPoint) -> PreferenceResult:
+    """`dpo` for a task that brings its own objective (`tasks.SupportsObjectiveDPO`):
+    the same run config, loop, checkpoints, held-out metrics and saved model."""
+    batches, loss_fn, eval_fn = task.dpo_objective(
+        start, read_split(task, cfg.data, "dpo", "train"), cfg.dpo,
+        batch_size=cfg.train.batch_size, seed=cfg.train.seed,
+        heldout=read_split(task, cfg.data, "dpo", "heldout"),
+    )  # fmt: skip
+    run_dir = prepare_run_dir(cfg)
+    before = eval_fn(start.model) if eval_fn is not None else {}
+    result = train_loop(
+        start.model, cfg.optim, loss_fn, batches, cfg,
+        eval_fn=eval_fn, wrt=start.wrt or nnx.Param, name="dpo",
+    )  # fmt: skip
+    metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}
+    path = save_for_task(task, start, run_dir, trained_by=f"dpo:{task.name}", metrics=metrics)
+    return PreferenceResult(
+        metrics=result.metrics, heldout_before=before, heldout_after=result.eval_metrics,
+        checkpoint=path, run_dir=run_dir, reference_cache_hit=False, train=result,
+    )  # fmt: skip

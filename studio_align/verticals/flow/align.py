@@ -14,7 +14,7 @@ through the shared train loop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +78,15 @@ def flow_grpo(
     model: Any, reference: Any, verticals: np.ndarray, tags: np.ndarray, cfg: FlowGRPOConfig,
     *, rewards: Mapping[str, Any], creator: str | None = None,
     context: Mapping[str, Any] | None = None, run_dir: str | Path | None = None,
+    stop: Callable[[Any], bool] | None = None, check_every: int = 2,
 ) -> list[dict[str, float]]:  # fmt: skip
     """Align `model` in place on the conditions (`verticals` [P], `tags` [P, V]); returns
-    the per-step metrics (reward means, KL, clip fraction, rollout/update seconds)."""
+    the per-step metrics (reward means, KL, clip fraction, rollout/update seconds).
+
+    `stop(model) -> bool` (early stopping): checked every `check_every` steps; when it
+    says stop, the weights of the previous check are restored and training ends (the
+    experiment's stop is a quality guard on validation noise: Fréchet distance and
+    diversity against the base, never the creator's hidden utility)."""
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
         raise ConfigError(
@@ -98,7 +104,18 @@ def flow_grpo(
         ref_model=reference if cfg.beta > 0 else None,
         run_dir=run_dir,
     )
-    return trainer.train().history  # the trainer writes the weights back into `model`
+    if stop is None:
+        return trainer.train().history  # the trainer writes the weights back into `model`
+    history: list[dict[str, float]] = []
+    kept = jax.tree.map(jnp.array, nnx.state(model))
+    for upto in range(check_every, cfg.steps + check_every, check_every):
+        history += trainer.train(min(upto, cfg.steps)).history
+        if stop(model):
+            nnx.update(model, kept)
+            history[-1] = {**history[-1], "early_stop_kept": float(upto - check_every)}
+            break
+        kept = jax.tree.map(jnp.array, nnx.state(model))
+    return history
 
 
 class FlowDPOConfig(Strict):

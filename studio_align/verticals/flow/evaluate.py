@@ -102,18 +102,21 @@ def win_rate(taste: FlowTaste, base: np.ndarray, aligned: np.ndarray) -> float:
 def compare(
     base: Any, aligned: Any, taste: FlowTaste, *, data_images: np.ndarray, n_per_set: int = 16,
     seed: int = 1234, steps: int = 20, guidance: float = 1.0, scorer: Any = None,
-    base_samples: dict[str, np.ndarray] | None = None,
+    base_samples: dict[str, np.ndarray] | None = None, splits: Sequence[str] = ("train", "heldout"),
 ) -> dict[str, Any]:  # fmt: skip
     """Every `eval flow` figure of `aligned` against `base` for one creator.
 
     `data_images` [M, H, W, 3] in [0, 1] are pretraining images (the FD reference and the
-    feature standardisation). `base_samples` caches the base model's samples by split.
+    feature standardisation). `base_samples` caches the base model's samples by split;
+    `splits` limits the tag sets (validation looks at `train` only, with its own `seed`).
     """
     scale = FeatureScale(data_images)
     data_feats = color_features(data_images)
     out: dict[str, Any] = {"creator": taste.name}
     cache = base_samples if base_samples is not None else {}
     for split, sets in (("train", TRAIN_TAG_SETS), ("heldout", HELDOUT_TAG_SETS)):
+        if split not in splits:
+            continue
         if split not in cache:
             cache[split] = generate(
                 base, sets, n_per_set, seed=seed, steps=steps, guidance=guidance

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from studio_align.reward_models.color_stats import color_features
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.reward_models.train import RewardTrainConfig, train_reward
 from studio_align.verticals.flow.align import (
@@ -38,7 +39,21 @@ from studio_align.verticals.flow.align import (
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
 from studio_align.verticals.flow.creators import CREATORS, FlowTaste, selection_logs
 from studio_align.verticals.flow.data import label, make_dataset
-from studio_align.verticals.flow.evaluate import TRAIN_TAG_SETS, compare, conditions, generate
+from studio_align.verticals.flow.evaluate import (
+    TRAIN_TAG_SETS,
+    FeatureScale,
+    compare,
+    conditions,
+    diversity,
+    frechet_distance,
+    generate,
+)
+from studio_align.verticals.flow.guards import (
+    ClippedScorer,
+    ColourAnchor,
+    GuardConfig,
+    ceiling_from,
+)
 
 
 def collect_selections(
@@ -74,51 +89,108 @@ def fit_reward(log: Path, out: Path, *, seed: int, host: Any) -> tuple[Aesthetic
     return AestheticScorer.load(out, host=host), report
 
 
-def run_seed(
-    out: str | Path, *, seed: int, host: Any, algorithms: Sequence[str] = ("grpo", "dpo"),
-    creators: Sequence[str] = tuple(CREATORS), grpo: FlowGRPOConfig | None = None,
-    dpo: FlowDPOConfig | None = None, n_eval: int = 16, base_path: str | Path = BASE_WEIGHTS,
-    diversity_weight: float = 0.0,
-) -> dict[str, Any]:  # fmt: skip
-    """One seed of the experiment (see the module docstring); returns and writes the report."""
-    root = Path(out)
-    root.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+def prepare(root: Path, *, seed: int, host: Any, creators: Sequence[str],
+            base_path: str | Path = BASE_WEIGHTS) -> dict[str, Any]:  # fmt: skip
+    """Steps 1-2 for one seed: base model, selections, reward model, FD reference."""
     base, _ = load_flow(base_path)
     tastes = [CREATORS[c] for c in creators]
     sel = collect_selections(base, root / "logs", tastes, seed=seed)
     scorer, rm = fit_reward(sel["log"], root / "reward", seed=seed, host=host)
     data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0  # pretraining draws
-    verts, tags = conditions(TRAIN_TAG_SETS)
+    return {"base": base, "tastes": tastes, "sel": sel, "scorer": scorer, "rm": rm,
+            "data": data, "anchor": ColourAnchor(data)}  # fmt: skip
+
+
+# the quickstart's guards: none yet. Early stopping at FD 1.3x / diversity 0.9x stopped
+# `lumen` at its first check on the validation split (docs/flow.md, "Guards"); the stage
+# reports diversity and FD next to the win rate instead.
+QUICKSTART_GUARDS = GuardConfig()
+STOP_NOISE = 4242  # validation noise of the early-stopping check (evaluation uses 1234)
+
+
+def quality_stop(prep: dict[str, Any], guards: GuardConfig) -> Any:
+    """Early-stopping check on validation noise: FD / diversity ratios against the base."""
+    if guards.stop_fd_ratio is None and guards.stop_diversity_ratio is None:
+        return None
+    if "stop_ref" not in prep:
+        scale = FeatureScale(prep["data"])
+        feats = color_features(prep["data"])
+        b = generate(prep["base"], TRAIN_TAG_SETS, 8, seed=STOP_NOISE)
+        flat = b.reshape(-1, *b.shape[2:])
+        prep["stop_ref"] = (scale, feats, frechet_distance(color_features(flat), feats),
+                            diversity(b, scale))  # fmt: skip
+    scale, feats, fd_base, div_base = prep["stop_ref"]
+
+    def stop(model: Any) -> bool:
+        a = generate(model, TRAIN_TAG_SETS, 8, seed=STOP_NOISE)
+        fd = frechet_distance(color_features(a.reshape(-1, *a.shape[2:])), feats) / fd_base
+        div = diversity(a, scale) / div_base
+        return (guards.stop_fd_ratio is not None and fd > guards.stop_fd_ratio) or (
+            guards.stop_diversity_ratio is not None and div < guards.stop_diversity_ratio
+        )
+
+    return stop
+
+
+def align(
+    prep: dict[str, Any], taste: FlowTaste, algo: str, run_dir: Path, *, host: Any,
+    grpo: FlowGRPOConfig, dpo: FlowDPOConfig, guards: GuardConfig,
+) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    """Step 3 for one creator and algorithm, from the base; returns (model, extras)."""
+    base, sel, scorer = prep["base"], prep["sel"], prep["scorer"]
+    model = clone(base)
+    if algo == "grpo":
+        verts, tags = conditions(TRAIN_TAG_SETS)
+        reward_model: Any = scorer
+        extra: dict[str, Any] = {}
+        if guards.ceiling_quantile is not None:
+            chosen = sel["candidates"][np.arange(len(sel["candidates"])), sel["picks"][taste.name]]
+            ceiling = ceiling_from(scorer, chosen, taste.name, guards.ceiling_quantile)
+            reward_model, extra["ceiling"] = ClippedScorer(scorer, ceiling), ceiling
+        g = grpo.model_copy(update={"weights": guards.weights(grpo.weights)})
+        stop = quality_stop(prep, guards)
+        hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards, creator=taste.name,
+                         context={"aesthetic_model": reward_model, "colour_anchor": prep["anchor"]},
+                         run_dir=run_dir, stop=stop, check_every=guards.check_every)  # fmt: skip
+        extra["steps_kept"] = hist[-1].get("early_stop_kept", float(len(hist)))
+        curve = [h.get("reward/total/mean") for h in hist]
+        extra.update(reward_curve=[curve[0], curve[-1]], kl=hist[-1].get("kl"))
+        return model, extra
+    p = dpo_pairs(sel["candidates"] * 2 - 1, sel["picks"][taste.name], sel["verticals"],
+                  sel["tags"])  # fmt: skip
+    res = flow_dpo(model, base, p, dpo, run_dir=run_dir)
+    return model, {"pairs": len(p["xw"]), "dpo_accuracy": res.metrics.get("accuracy")}
+
+
+def run_seed(
+    out: str | Path, *, seed: int, host: Any, algorithms: Sequence[str] = ("grpo", "dpo"),
+    creators: Sequence[str] = tuple(CREATORS), grpo: FlowGRPOConfig | None = None,
+    dpo: FlowDPOConfig | None = None, n_eval: int = 16, base_path: str | Path = BASE_WEIGHTS,
+    guards: GuardConfig | None = None, eval_seed: int = 1234,
+) -> dict[str, Any]:  # fmt: skip
+    """One seed of the experiment (see the module docstring); returns and writes the report."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    prep = prepare(root, seed=seed, host=host, creators=creators, base_path=base_path)
     g = (grpo or FlowGRPOConfig()).model_copy(update={"seed": seed})
-    if diversity_weight:
-        g = g.model_copy(update={"weights": {**g.weights, "flow_diversity": diversity_weight}})
     d = (dpo or FlowDPOConfig()).model_copy(update={"seed": seed})
+    rm = prep["rm"]
     report: dict[str, Any] = {
         "seed": seed, "reward_model": {"heldout": rm["heldout"]["accuracy"],
                                        "by_creator": rm["heldout"]["by_creator"]},
-        "results": {},
+        "guards": (guards or GuardConfig()).model_dump(), "results": {},
     }  # fmt: skip
     cache: dict[str, np.ndarray] = {}
-    for taste in tastes:
+    for taste in prep["tastes"]:
         for algo in algorithms:
             t1 = time.perf_counter()
-            model = clone(base)
-            if algo == "grpo":
-                hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards,
-                                 creator=taste.name, context={"aesthetic_model": scorer},
-                                 run_dir=root / f"{taste.name}-grpo")  # fmt: skip
-                curve = [h.get("reward/total/mean") for h in hist]
-                extra = {"reward_curve": [curve[0], curve[-1]], "kl": hist[-1].get("kl")}
-            else:
-                p = dpo_pairs(sel["candidates"] * 2 - 1, sel["picks"][taste.name],
-                              sel["verticals"], sel["tags"])  # fmt: skip
-                res = flow_dpo(model, base, p, d, run_dir=root / f"{taste.name}-dpo")
-                extra = {"pairs": len(p["xw"]), "dpo_accuracy": res.metrics.get("accuracy")}
+            model, extra = align(prep, taste, algo, root / f"{taste.name}-{algo}", host=host,
+                                 grpo=g, dpo=d, guards=guards or GuardConfig())  # fmt: skip
             train_s = time.perf_counter() - t1
             save_flow(model, root / f"{taste.name}-{algo}", {"trained_by": f"flow {algo}"})
-            rep = compare(base, model, taste, data_images=data, n_per_set=n_eval, scorer=scorer,
-                          base_samples=cache)  # fmt: skip
+            rep = compare(prep["base"], model, taste, data_images=prep["data"], n_per_set=n_eval,
+                          scorer=prep["scorer"], base_samples=cache, seed=eval_seed)  # fmt: skip
             rep.update(extra, seconds=train_s)
             report["results"][f"{taste.name}/{algo}"] = rep
     report["seconds"] = time.perf_counter() - t0
@@ -162,7 +234,7 @@ def save_grid(images: np.ndarray, path: str | Path, *, scale: int = 3, pad: int 
 
 def quickstart_stage(
     out: str | Path, *, host: Any, seed: int = 0, grpo: FlowGRPOConfig | None = None,
-    creators: Sequence[str] = tuple(CREATORS), n_eval: int = 8,
+    creators: Sequence[str] = tuple(CREATORS), n_eval: int = 8, guards: GuardConfig | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The quickstart's flow stage: Flow-GRPO per simulated creator from the packaged base,
     then `out/flow/<creator>_before_after.png` (rows: tag sets; left half base, right half
@@ -170,7 +242,7 @@ def quickstart_stage(
     loaded (the `flow-composition` encoder and the `aesthetic` reward)."""
     root = Path(out) / "flow"
     rep = run_seed(root / "run", seed=seed, host=host, algorithms=("grpo",), creators=creators,
-                   grpo=grpo, n_eval=n_eval)  # fmt: skip
+                   grpo=grpo, n_eval=n_eval, guards=guards or QUICKSTART_GUARDS)  # fmt: skip
     base, _ = load_flow(BASE_WEIGHTS)
     grids = {}
     for name in creators:
@@ -185,6 +257,8 @@ def quickstart_stage(
         "grids": grids,
         "win_rate": {k: v["train"]["win_rate"] for k, v in rep["results"].items()},
         "heldout_win_rate": {k: v["heldout"]["win_rate"] for k, v in rep["results"].items()},
+        "diversity_ratio": {k: v["train"]["diversity/ratio"] for k, v in rep["results"].items()},
+        "fd_ratio": {k: v["train"]["fd/ratio"] for k, v in rep["results"].items()},
         "seconds": rep["seconds"],
     }
     (root / "report.json").write_text(

@@ -1,5 +1,5 @@
-"""Built-in plugin of the flow vertical: task `flow`, encoder `flow-composition`, reward
-`flow_diversity`.
+"""Built-in plugin of the flow vertical: task `flow`, encoder `flow-composition`, rewards
+`flow_diversity` and `flow_anchor`.
 
 - `flow`: `verticals.flow.task.FlowTask` (built on first use).
 - `flow-composition`: colour statistics + key and subject-position statistics
@@ -9,6 +9,9 @@
   its group (the rows sharing a `groups` id, which `FlowPolicy` adds) in standardised
   `flow-composition` features: a spread bonus that counters mode collapse under GRPO
   (weight it in `flow_grpo.weights`; a negative weight turns it into a penalty).
+- `flow_anchor(images, colour_anchor=None)`: minus each image's colour-statistics distance
+  beyond the pretraining data's typical range (`verticals.flow.guards`); keeps Flow-GRPO
+  near the data the reward model was fitted on.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 from studio_align.hookspecs import EncoderSpec, hookimpl
 from studio_align.tasks import TaskSpec
 from studio_align.verticals.flow.creators import CompositionEncoder
+from studio_align.verticals.flow.guards import flow_anchor
 
 _ENCODER = CompositionEncoder()
 
@@ -65,3 +69,4 @@ def studio_align_register_encoders(register: Callable[..., None]) -> None:
 @hookimpl
 def studio_align_register_rewards(register: Callable[..., None]) -> None:
     register(flow_diversity)
+    register(flow_anchor)

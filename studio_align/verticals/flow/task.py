@@ -6,8 +6,12 @@
   `creator`) into one prompt per distinct (tag set, creator); `policy` is a `FlowPolicy`
   over those conditions; `reward_context` offers the reward model given as
   `[model] options.aesthetic_model` to the `aesthetic` reward.
-- Diffusion-DPO is not token-level DPO, so the task does not declare `dpo` for the
-  generic token trainer; `diffusion_dpo` runs it through the shared `train_loop`.
+- `dpo` (`train dpo --task flow`): Diffusion-DPO is not token-level, so the task gives
+  the generic DPO trainer its objective (`dpo_objective`, `tasks.SupportsObjectiveDPO`):
+  compiled `selection_pairs` (chosen image ≻ each unchosen one, images read from disk,
+  condition from the prompt; `[model] options.creator` keeps one creator's pairs), the
+  reference = the starting weights, `dpo.beta` as Diffusion-DPO's beta (thousands: the
+  velocity errors are per-pixel means). `diffusion_dpo` is the same for library callers.
 - `evaluate`: paired win rate under every simulated creator's hidden utility, diversity
   and Fréchet-distance ratios against the packaged base, on the held-out tag sets.
 """
@@ -19,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from flax import nnx
+from PIL import Image
 
-from studio_align.errors import DataError
+from studio_align.errors import ConfigError, DataError
 from studio_align.generation.flow_sampler import SDEConfig
 from studio_align.tasks import StartingPoint
-from studio_align.verticals.flow.align import FlowDPOConfig, flow_dpo
+from studio_align.verticals.flow.align import DPOBatches, FlowDPOConfig, flow_dpo, make_dpo_loss
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
 from studio_align.verticals.flow.creators import CREATORS
 from studio_align.verticals.flow.data import encode, make_dataset
@@ -39,10 +45,44 @@ def parse_prompt(prompt: str) -> tuple[str, tuple[str, ...]]:
     return vertical.strip(), tags
 
 
+def _read_image(path: str, size: int, where: str) -> np.ndarray:
+    try:
+        with Image.open(path) as f:
+            im = f.convert("RGB")
+            if im.size != (size, size):
+                im = im.resize((size, size), Image.Resampling.BILINEAR)
+            return np.asarray(im, np.float32) / 127.5 - 1.0
+    except (OSError, ValueError) as e:
+        raise DataError(f"{where}: cannot read image {path}: {e}") from None
+
+
+def image_pairs(
+    records: Sequence[Mapping[str, Any]], *, size: int, creator: str | None = None,
+    allow_empty: bool = False,
+) -> dict[str, np.ndarray] | None:  # fmt: skip
+    """Diffusion-DPO pairs (model space [-1, 1]) from `selection_pairs` records."""
+    rows = [r for r in records if creator is None or r.get("creator") == creator]
+    if not rows:
+        if allow_empty:
+            return None
+        who = f" of creator {creator!r}" if creator else ""
+        raise DataError(f"flow dpo: no selection pairs{who} in the training records")
+    xw, xl, v, t = [], [], [], []
+    for i, r in enumerate(rows):
+        vert, ts = parse_prompt(str(r["prompt"]))
+        vid, hot = encode(vert, ts)
+        xw.append(_read_image(str(r["chosen_image"]), size, f"record {i} chosen_image"))
+        xl.append(_read_image(str(r["rejected_image"]), size, f"record {i} rejected_image"))
+        v.append(vid)
+        t.append(hot)
+    return {"xw": np.stack(xw), "xl": np.stack(xl), "vertical": np.asarray(v, np.int32),
+            "tags": np.stack(t).astype(np.float32)}  # fmt: skip
+
+
 class FlowTask:
     name = "flow"
-    algorithms = frozenset({"grpo"})
-    record_kinds: Mapping[str, str] = {"grpo": "selection_pairs"}
+    algorithms = frozenset({"grpo", "dpo"})
+    record_kinds: Mapping[str, str] = {"grpo": "selection_pairs", "dpo": "selection_pairs"}
 
     def start(
         self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = ()
@@ -94,6 +134,31 @@ class FlowTask:
         *, run_dir: str | Path,
     ) -> Any:  # fmt: skip
         return flow_dpo(start.model, start.reference, pairs, cfg, run_dir=run_dir)
+
+    def dpo_objective(
+        self, start: StartingPoint, records: Sequence[Mapping[str, Any]], dpo: Any, *,
+        batch_size: int, seed: int, heldout: Sequence[Mapping[str, Any]] = (),
+    ) -> tuple[Any, Any, Any]:  # fmt: skip
+        if dpo.loss_type != "sigmoid":
+            raise ConfigError(
+                f"dpo.loss_type: task 'flow' trains Diffusion-DPO (loss_type = \"sigmoid\"), "
+                f"not {dpo.loss_type!r}"
+            )
+        creator = start.state.get("options", {}).get("creator")
+        size = start.model.cfg.image_size
+        pairs = image_pairs(records, size=size, creator=creator)
+        assert pairs is not None  # allow_empty=False raises instead
+        loss_fn = make_dpo_loss(start.reference, beta=dpo.beta)
+        held = image_pairs(heldout, size=size, creator=creator, allow_empty=True)
+        eval_fn = None
+        if held is not None:
+            fixed = DPOBatches(held, min(len(held["xw"]), 64), seed)(0)
+            step = nnx.jit(lambda m, b: loss_fn(m, b)[1])
+
+            def eval_fn(model: Any) -> dict[str, float]:
+                return {k: float(v) for k, v in step(model, fixed).items()}
+
+        return DPOBatches(pairs, batch_size, seed), loss_fn, eval_fn
 
     def evaluate(
         self, start: StartingPoint, records: Sequence[Mapping[str, Any]]

@@ -1,0 +1,109 @@
+"""Guards against reward hacking in Flow-GRPO: a reward ceiling and a colour-stats anchor.
+
+A learned reward model extrapolates: trained on the base model's candidates, it keeps
+scoring "more of the same" ever higher outside that distribution (last round Flow-GRPO
+drove the `lumen` reward 0.15 -> 4.6 with pale uniform frames, diversity 0.51x and
+Fréchet distance 3.6x the base). Two guards tie the optimisation to the data it learned
+from:
+
+- `ClippedScorer`: the reward model with its score capped at a ceiling taken from the
+  selections themselves (`ceiling_from`: a quantile of the scores of the images the
+  creator chose). Once a group sits at the ceiling its advantages vanish, so nothing is
+  gained by going further than what creators actually picked.
+- `ColourAnchor` / reward `flow_anchor`: a per-image penalty on how far the image's
+  colour statistics (`color_features`, the same features as `eval flow`'s Fréchet
+  distance) lie from the pretraining data, as a Mahalanobis distance, hinged at the
+  quantile `margin` of the data's own distances so typical images pay nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from studio_align.config import Strict
+from studio_align.reward_models.color_stats import color_features
+from studio_align.verticals.flow.data import make_dataset
+
+
+class GuardConfig(Strict):
+    """Which guards Flow-GRPO runs with (`experiment.run_seed`, the quickstart stage).
+
+    `ceiling_quantile`: cap the `aesthetic` reward at this quantile of the creator's chosen
+    images' scores (None = no cap); `anchor_weight`: weight of `flow_anchor`;
+    `diversity_weight`: weight of `flow_diversity`; `stop_fd_ratio` / `stop_diversity_ratio`:
+    early stopping when, on validation noise, the Fréchet distance to the pretraining
+    data exceeds / the diversity falls below that multiple of the base's (None = off),
+    checked every `check_every` steps, keeping the last weights that passed.
+    """
+
+    ceiling_quantile: float | None = Field(None, ge=0, le=1)
+    anchor_weight: float = Field(0.0, ge=0)
+    diversity_weight: float = Field(0.0, ge=0)
+    stop_fd_ratio: float | None = Field(None, gt=0)
+    stop_diversity_ratio: float | None = Field(None, ge=0)
+    check_every: int = Field(2, ge=1)
+
+    def weights(self, base: dict[str, float]) -> dict[str, float]:
+        w = dict(base)
+        if self.anchor_weight:
+            w["flow_anchor"] = self.anchor_weight
+        if self.diversity_weight:
+            w["flow_diversity"] = self.diversity_weight
+        return w
+
+
+class ClippedScorer:
+    """An aesthetic scorer whose scores are capped at `ceiling` (the `aesthetic` reward
+    accepts it as its `aesthetic_model` context value)."""
+
+    def __init__(self, scorer: Any, ceiling: float) -> None:
+        self.scorer, self.ceiling = scorer, float(ceiling)
+
+    def score_images(self, images: list[Any], creators: list[str | None] | None = None) -> Any:
+        return np.minimum(self.scorer.score_images(images, creators), self.ceiling)
+
+
+def ceiling_from(scorer: Any, chosen: np.ndarray, creator: str, quantile: float) -> float:
+    """The `quantile` of the scorer's scores of the images `creator` chose."""
+    s = scorer.score_images(list(chosen), [creator] * len(chosen))
+    return float(np.quantile(s, quantile))
+
+
+class ColourAnchor:
+    """Gaussian of reference images' colour features; `penalty` is the hinge of the
+    Mahalanobis distance (per feature) above the reference's own `margin` quantile."""
+
+    def __init__(self, reference: np.ndarray, *, margin: float = 0.95, shrink: float = 0.1):
+        f = color_features(reference).astype(np.float64)
+        self.mu = f.mean(0)
+        cov = np.cov(f, rowvar=False)
+        cov = (1 - shrink) * cov + shrink * np.diag(np.diag(cov)) + 1e-6 * np.eye(len(cov))
+        self.prec = np.linalg.inv(cov)
+        self.threshold = float(np.quantile(self.distance_features(f), margin))
+
+    def distance_features(self, f: np.ndarray) -> np.ndarray:
+        d = f - self.mu
+        return np.sqrt(np.maximum(np.einsum("nd,de,ne->n", d, self.prec, d), 0) / len(self.mu))
+
+    def penalty(self, images: np.ndarray) -> np.ndarray:
+        dist = self.distance_features(color_features(images).astype(np.float64))
+        return np.maximum(dist - self.threshold, 0.0)
+
+
+@functools.lru_cache(maxsize=1)
+def default_anchor() -> ColourAnchor:
+    """The anchor on 1,024 pretraining draws (the same reference as `eval flow`'s FD)."""
+    return ColourAnchor(make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0)
+
+
+def flow_anchor(images: Sequence[Any], colour_anchor: Any = None) -> list[float]:
+    """Minus the colour-statistics distance of each image beyond the pretraining data's
+    typical range (0 for typical images); `colour_anchor` context: a `ColourAnchor`."""
+    anchor = colour_anchor if colour_anchor is not None else default_anchor()
+    x = np.stack([np.asarray(im, np.float32) for im in images])
+    return (-anchor.penalty(x)).tolist()

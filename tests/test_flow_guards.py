@@ -1,0 +1,79 @@
+"""Flow-GRPO's anti-hacking guards: reward ceiling, colour-stats anchor, early stopping."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from flow_helpers import conds, tiny_model
+
+from studio_align.rewards import Reward
+from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
+from studio_align.verticals.flow.checkpoint import clone
+from studio_align.verticals.flow.data import make_dataset
+from studio_align.verticals.flow.guards import (
+    ClippedScorer,
+    ColourAnchor,
+    GuardConfig,
+    ceiling_from,
+    flow_anchor,
+)
+
+
+class _Linear:
+    """A stand-in reward model: the mean brightness times 10."""
+
+    def score_images(self, images, creators=None):
+        return np.array([10.0 * float(np.mean(im)) for im in images])
+
+
+def test_clipped_scorer_caps_at_the_chosen_images_quantile():
+    imgs = [np.full((4, 4, 3), v, np.float32) for v in (0.1, 0.2, 0.3, 0.4, 0.5)]
+    ceiling = ceiling_from(_Linear(), np.stack(imgs), "lumen", 0.5)
+    assert ceiling == pytest.approx(3.0)
+    s = ClippedScorer(_Linear(), ceiling).score_images([*imgs, np.ones((4, 4, 3), np.float32)])
+    np.testing.assert_allclose(s, [1, 2, 3, 3, 3, 3], atol=1e-6)
+
+
+def test_colour_anchor_spares_typical_images_and_penalises_off_data_ones():
+    data = make_dataset(256, seed=0, size=16)[0].astype(np.float32) / 255.0
+    anchor = ColourAnchor(data[:200])
+    typical = np.asarray(flow_anchor(list(data[200:]), anchor))
+    assert (typical <= 0).all() and np.mean(typical == 0) > 0.8
+    pale = np.full((4, 16, 16, 3), 0.93, np.float32)  # the hack: pale uniform frames
+    pale[..., 1] = 0.97
+    off = np.asarray(flow_anchor(list(pale), anchor))
+    assert (off < 0).all() and off.mean() < typical.mean() - 0.2
+
+
+def test_guard_config_adds_the_guard_rewards_to_the_weights():
+    w = GuardConfig(anchor_weight=2.0, diversity_weight=0.5).weights({"aesthetic": 1.0})
+    assert w == {"aesthetic": 1.0, "flow_anchor": 2.0, "flow_diversity": 0.5}
+    assert GuardConfig().weights({"aesthetic": 1.0}) == {"aesthetic": 1.0}
+
+
+def _brightness(images):
+    return [float(np.mean(im)) for im in images]
+
+
+@pytest.mark.slow  # compiles a GRPO step of the tiny model
+def test_early_stop_restores_the_last_weights_that_passed():
+    base = tiny_model(0)
+    model = clone(base)
+    verts, tags = conds(2, seed=3)
+    cfg = FlowGRPOConfig(steps=6, prompts_per_step=2, group_size=4, sde_steps=3,
+                         learning_rate=1e-2, beta=0.0, weights={"brightness": 1.0})  # fmt: skip
+    checks = []
+
+    def stop(m):  # passes at step 2, fails at step 4
+        checks.append(jax.tree.map(np.asarray, jax.tree.leaves(m)))
+        return len(checks) == 2
+
+    hist = flow_grpo(model, base, verts, tags, cfg, stop=stop, check_every=2,
+                     rewards={"brightness": Reward("brightness", _brightness)})  # fmt: skip
+    assert len(hist) == 4 and hist[-1]["early_stop_kept"] == 2.0
+    kept = jax.tree.leaves(model)
+    for a, b in zip(kept, checks[0], strict=True):  # the weights seen at the step-2 check
+        np.testing.assert_array_equal(np.asarray(a), b)
+    assert any(not np.array_equal(np.asarray(a), b)
+               for a, b in zip(kept, checks[1], strict=True))  # fmt: skip
