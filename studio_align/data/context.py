@@ -26,6 +26,7 @@ from studio_align.data.schemas import (
 
 AnyEvent = SelectionEvent | RouteEvent | RetouchEvent | RatingEvent
 _CACHE = 65536
+_ROUTES = 8192  # (plan, final, outcome, attachments) keys: ~0.5 KB each, so ~4 MB at most
 Problem = tuple[Reason, str] | None
 
 
@@ -102,7 +103,7 @@ class ContextChecks:
             routes = self._routes
             if key in routes:
                 return routes[key]
-            if len(routes) >= _CACHE:
+            if len(routes) >= _ROUTES:
                 routes.clear()
             found = routes[key] = route_problem(event, self._steps, self._plan_problems)
             return found
