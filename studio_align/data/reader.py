@@ -37,30 +37,24 @@ Design choices:
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from pydantic import ValidationError
 
 from studio_align.catalog import Catalog, default_catalog
-from studio_align.data.paths import check_quarantine_target, confined, expand_log_paths
+from studio_align.data.context import AnyEvent, ContextChecks, route_problem  # noqa: F401 (re-export)
+from studio_align.data.fastdecode import fast_event
+from studio_align.data.paths import check_quarantine_target, expand_log_paths
 from studio_align.data.results import FileCounts, InvalidLine, ReadSummary, Reason
 from studio_align.data.schemas import (
     EVENT_ADAPTER,
     EVENT_TYPES,
     MISSING_ERROR,
-    RatingEvent,
-    RetouchEvent,
-    RouteEvent,
-    SelectionEvent,
-    image_fields,
 )
 from studio_align.errors import DataError
-
-AnyEvent = SelectionEvent | RouteEvent | RetouchEvent | RatingEvent
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 DEFAULT_KEEP_INVALID = 100_000
@@ -79,34 +73,6 @@ class Entry(NamedTuple):
     def image_path(self, image: str) -> str:
         """The absolute, normalised path of an image named in this event."""
         return os.path.normpath(os.path.join(self.base_dir, image))
-
-
-def route_problem(
-    event: RouteEvent,
-    steps: Container[str],
-    plan_problems: Callable[[tuple[str, ...], tuple[str, ...]], list[str]],
-) -> tuple[Reason, str] | None:
-    """What is wrong with a route event's plans in a catalog: an unknown step anywhere, or
-    an unsatisfiable plan the creator endorsed (a rejected proposal may be unsatisfiable).
-    Shared by the reader and the server's feedback endpoint, so both accept the same lines."""
-    plans = [("proposed", event.proposed)]
-    if event.final is not None:
-        plans.append(("final", event.final))
-    unknown = [
-        f"{name}[{i}] {step!r}"
-        for name, plan in plans
-        for i, step in enumerate(plan)
-        if step not in steps
-    ]
-    if unknown:
-        return Reason.UNKNOWN_STEP, "unknown step " + ", ".join(unknown)
-    preferred = event.preferred_plan
-    if preferred is not None:
-        problems = plan_problems(tuple(preferred), tuple(event.request.attachments))
-        if problems:
-            which = "final" if event.outcome == "rerouted" else "proposed"
-            return Reason.INVALID_PLAN, f"{which} plan ({event.outcome}): " + "; ".join(problems)
-    return None
 
 
 class _Quarantine:
@@ -208,7 +174,6 @@ class LogReader:
             os.path.realpath(os.path.expanduser(images_root)) if images_root is not None else None
         )
         self.allow_external_images = allow_external_images
-        self._confined = functools.lru_cache(maxsize=65536)(confined)
         self.catalog = catalog if catalog is not None else default_catalog()
         self.check_images = check_images
         self.quarantine = quarantine
@@ -218,9 +183,12 @@ class LogReader:
         self.max_line_bytes = max_line_bytes
         self.keep_invalid = keep_invalid
         self.summary = ReadSummary()
-        self._steps = frozenset(self.catalog.names)
-        self._isfile = functools.lru_cache(maxsize=65536)(os.path.isfile)
-        self._plan_problems = functools.lru_cache(maxsize=8192)(self._plan_problems_uncached)
+        self._context = ContextChecks(
+            self.catalog,
+            check_images=check_images,
+            images_root=self.images_root,
+            allow_external_images=allow_external_images,
+        )
         self._used = False
         if q_path is not None:
             self.summary.quarantine = str(q_path)
@@ -251,8 +219,11 @@ class LogReader:
         summary.files.append(counts)
         base_dir = str(path.resolve().parent)
         limit = self.max_line_bytes
-        roots = (os.path.realpath(base_dir),) + ((self.images_root,) if self.images_root else ())
+        context = self._context
+        context.start_file(base_dir)
+        check = context.problem
         validate = EVENT_ADAPTER.validator.validate_json  # the core validator: no wrapper cost
+        fast = fast_event
         lineno = 0
         try:
             f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
@@ -299,16 +270,18 @@ class LogReader:
                     continue
 
                 data = raw[3:] if lineno == 1 and raw.startswith(_BOM) else raw
-                try:
-                    event = validate(data)
-                except ValidationError as err:
-                    reason, detail = _classify(err, data)
-                    self._invalid(
-                        counts, InvalidLine(str(path), lineno, reason, detail), quarantine, raw
-                    )
-                    continue
+                event = fast(data)  # certainly valid, or None: pydantic decides (and says why)
+                if event is None:
+                    try:
+                        event = validate(data)
+                    except ValidationError as err:
+                        reason, detail = _classify(err, data)
+                        self._invalid(
+                            counts, InvalidLine(str(path), lineno, reason, detail), quarantine, raw
+                        )
+                        continue
 
-                problem = self._context_problem(event, base_dir, roots)
+                problem = check(event)
                 if problem is not None:
                     reason, detail = problem
                     self._invalid(
@@ -320,39 +293,6 @@ class LogReader:
                 summary.valid += 1
                 summary.by_type[event.type] += 1
                 yield Entry(event, path, lineno, base_dir)
-
-    def _context_problem(
-        self, event: AnyEvent, base_dir: str, roots: tuple[str, ...]
-    ) -> tuple[Reason, str] | None:
-        if isinstance(event, RouteEvent):
-            return route_problem(event, self._steps, self._plan_problems)
-        if not self.allow_external_images:
-            outside = [
-                f"{loc} {image!r}"
-                for loc, image in image_fields(event)
-                if not self._confined(os.path.normpath(os.path.join(base_dir, image)), roots)
-            ]
-            if outside:
-                where = (
-                    "outside the log's folder and images_root"
-                    if self.images_root
-                    else "outside the log's folder (set images_root or allow_external_images)"
-                )
-                return Reason.IMAGE_OUTSIDE_ROOT, "; ".join(outside) + f": resolves {where}"
-        if self.check_images:
-            missing = []
-            for loc, image in image_fields(event):
-                full = os.path.normpath(os.path.join(base_dir, image))
-                if not self._isfile(full):
-                    missing.append(f"{loc} {image!r} not found ({full})")
-            if missing:
-                return Reason.MISSING_IMAGE, "; ".join(missing)
-        return None
-
-    def _plan_problems_uncached(
-        self, plan: tuple[str, ...], attachments: tuple[str, ...]
-    ) -> list[str]:
-        return self.catalog.plan_problems(plan, attachments)
 
     def _invalid(
         self,

@@ -56,7 +56,9 @@ class GRPOConfig(Strict):
     log_every: int = Field(default=1, ge=1)
     # overlapped rollout: step n+1's groups are sampled (and scored) in a thread while step
     # n's update runs, from parameters at most `max_staleness` updates old; the clipped
-    # importance ratio against the rollout's own log-probs corrects for it
+    # importance ratio against the rollout's own log-probs corrects for it. Off by default:
+    # on the toy task (bench/grpo_async.py, 3 seeds) it cut the steady step 1.21x but not
+    # the wall time (0.96x) and ended at a lower reward (0.60 vs 0.77); docs/performance.md
     async_rollout: bool = False
     max_staleness: int = Field(default=1, ge=1)
 

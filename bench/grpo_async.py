@@ -1,0 +1,96 @@
+"""Overlapped (async) against synchronous rollout on the toy GRPO task, same seeds.
+
+    python bench/grpo_async.py                     # seeds 0 1 2, 40 steps each
+    python bench/grpo_async.py --seeds 0 --steps 12
+
+The task is the LM answer task of `tests/test_training_grpo.py` (`<bos> a b` ->
+`[ANSWER0 + a, <eos>]`, a tiny Transformer, 4 prompts x 8 samples, mu 2, lr 5e-3). For
+each seed it trains once with `async_rollout=False` and once with `True` (interleaved, in
+this one process, so both see the same load) and prints one JSON line per run:
+`steady_step_s` (median wall time of steps 4..N, as the trainer returns them: compile and
+warm-up excluded), `wall_s` (the whole `train()`), the reward at the start (mean of
+steps 1-2) and the end (mean of the last 5), then one summary line with the medians and
+the speed-up (sync step time / async step time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+from flax import nnx
+
+from studio_align.models.config import ModelConfig
+from studio_align.models.transformer import Transformer
+from studio_align.testing import toy
+from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.optim import OptimConfig
+from studio_align.training.policy import LMPolicy
+
+
+def run(seed: int, steps: int, overlapped: bool) -> dict:
+    pol = LMPolicy(max_prompt_len=4, max_new_tokens=4, pad_id=toy.PAD, eos_id=toy.EOS)
+    cfg = GRPOConfig(
+        steps=steps, prompts_per_step=4, group_size=8, mu=2, seed=seed,
+        async_rollout=overlapped,
+    )  # fmt: skip
+    model = Transformer(ModelConfig.tiny(toy.VOCAB), rngs=nnx.Rngs(seed))
+    t = GRPOTrainer(
+        pol, model, toy.answer_prompts(), plugin_reward_fn([toy.answer_reward]), cfg,
+        OptimConfig(learning_rate=5e-3, decay="constant"),
+    )  # fmt: skip
+    stamps: list[float] = []
+    step = t.step
+
+    def timed_step(**kw):  # type: ignore[no-untyped-def]
+        out = step(**kw)
+        stamps.append(time.perf_counter())
+        return out
+
+    t.step = timed_step  # type: ignore[method-assign]
+    t0 = time.perf_counter()
+    result = t.train()
+    wall = time.perf_counter() - t0
+    curve = result.curve()
+    intervals = np.diff(stamps[2:])  # steps 4..N
+    return {
+        "mode": "async" if overlapped else "sync",
+        "seed": seed,
+        "steps": steps,
+        "steady_step_s": round(float(np.median(intervals)), 4),
+        "wall_s": round(wall, 2),
+        "reward_start": round(float(np.mean(curve[:2])), 3),
+        "reward_end": round(float(np.mean(curve[-5:])), 3),
+        "compiles": result.compiles,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=40)
+    args = ap.parse_args()
+    load = os.getloadavg()[0]
+    rows = []
+    for seed in args.seeds:
+        for overlapped in (False, True):
+            rows.append(run(seed, args.steps, overlapped))
+            print(json.dumps(rows[-1]), flush=True)
+    by = {m: [r for r in rows if r["mode"] == m] for m in ("sync", "async")}
+    med = {m: {k: statistics.median(r[k] for r in rs) for k in ("steady_step_s", "wall_s",
+                                                               "reward_end")}
+           for m, rs in by.items()}  # fmt: skip
+    print(json.dumps({
+        "summary": med,
+        "speedup_step": round(med["sync"]["steady_step_s"] / med["async"]["steady_step_s"], 3),
+        "speedup_wall": round(med["sync"]["wall_s"] / med["async"]["wall_s"], 3),
+        "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
