@@ -121,7 +121,6 @@ def heldout_delta_e(
 def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     """Run every stage (see the module docstring); returns the report (`run_dir/report.json`)."""
     if host is None:
-
         host = get_host()
     t0 = time.perf_counter()
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
@@ -262,7 +261,10 @@ def _grpo(
         model.policy,
         records,
         plugin_reward_fn(
-            {k: host.rewards[k] for k in weights}, weights, context={"aesthetic_model": scorer}
+            {k: host.rewards[k] for k in weights},
+            weights,
+            context={"aesthetic_model": scorer},
+            call=cfg.reward_call,
         ),
         g.grpo(cfg.seed),
         g.optim(),
