@@ -21,11 +21,10 @@ Design choices:
   one) and the fraction of `None`; plus mean and std of the total.
 * **A reward cannot hang or end the run.** Each call has a time-out: a run config's
   `[reward_call]` (`RewardCallConfig`) `per_reward` limit, else the plugin's own
-  `Reward.timeout_s`, else `timeout_s` (default 60 s). A synchronous reward runs in a daemon thread that is abandoned when it overruns (Python
-  cannot kill a thread; the run stops with the error instead of waiting forever), an
-  async one is cancelled. Overrunning raises `RewardError` naming the reward and its
-  plugin; so does `sys.exit()` called inside a reward, which would otherwise end the
-  process silently.
+  `Reward.timeout_s`, else `timeout_s` (default 60 s). A synchronous reward runs in a
+  daemon thread, abandoned when it overruns (Python cannot kill a thread); an async one
+  is cancelled. Overrunning raises `RewardError` naming the reward and its plugin; so
+  does `sys.exit()` inside a reward, which would otherwise end the process silently.
 """
 
 from __future__ import annotations
@@ -51,10 +50,12 @@ DEFAULT_TIMEOUT_S = 60.0
 
 
 class RewardCallConfig(Strict):
-    """`[reward_call]`: how long one reward call may take (see the module docstring)."""
+    """`[reward_call]`: how long one reward call may take; an overrun stops the run, naming it."""
 
     timeout_s: float | None = Field(DEFAULT_TIMEOUT_S, gt=0)  # seconds per reward call
-    per_reward: dict[str, PositiveFloat] = Field(default_factory=dict)  # reward name -> seconds
+    per_reward: dict[str, PositiveFloat] = Field(
+        default_factory=dict, description="reward name -> seconds; overrides timeout_s"
+    )
 
     def apply(self, rewards: Mapping[str, Reward]) -> dict[str, Reward]:
         """`rewards` with the `per_reward` limits set; a name not among them is an error."""
