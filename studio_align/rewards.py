@@ -62,8 +62,7 @@ class RewardCallConfig(Strict):
         unknown = sorted(set(self.per_reward) - set(rewards))
         if unknown:
             raise ConfigError(
-                f"reward_call.per_reward: {', '.join(map(repr, unknown))} not among the run's "
-                f"rewards ({', '.join(sorted(rewards)) or 'none'})"
+                f"reward_call.per_reward: {unknown} not in [rewards] {sorted(rewards)}"
             )
         own = self.per_reward
         return {n: replace(r, timeout_s=own[n]) if n in own else r for n, r in rewards.items()}

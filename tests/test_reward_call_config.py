@@ -102,7 +102,9 @@ def test_per_reward_limit_and_set_override(sleepy, tmp_path) -> None:
 
 
 def test_bad_reward_call_settings_are_config_errors(sleepy, tmp_path) -> None:
-    with pytest.raises(ConfigError, match=r"reward_call\.per_reward: 'nope' not among"):
+    with pytest.raises(
+        ConfigError, match=r"reward_call\.per_reward: \['nope'\] not in \[rewards\]"
+    ):
         _reward_fn(
             sleepy, "[rewards]\nquick = 1.0\n[reward_call.per_reward]\nnope = 1.0\n", tmp_path
         )
