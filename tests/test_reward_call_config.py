@@ -17,7 +17,7 @@ import pytest
 from studio_align.config import load_config
 from studio_align.errors import ConfigError, RewardError
 from studio_align.plugins import PluginHost
-from studio_align.rewards import DEFAULT_TIMEOUT_S, RewardCallConfig
+from studio_align.rewards import DEFAULT_TIMEOUT_S, Reward, RewardCallConfig
 from studio_align.training.grpo import plugin_reward_fn
 from studio_align.training.grpo_run import GRPORunConfig, run_rewards
 from studio_align.training.policy import Rollout
@@ -44,6 +44,7 @@ class SleepyPlugin:
         register(hang, name="hang")
         register(hang_async, name="hang_async")
         register(quick, name="quick")
+        register(Reward("own_limit", hang, timeout_s=0.15))  # the plugin's own time-out
 
 
 @pytest.fixture
@@ -99,6 +100,17 @@ def test_per_reward_limit_and_set_override(sleepy, tmp_path) -> None:
     ok = _reward_fn(sleepy, "[rewards]\nquick = 1.0\n[reward_call]\ntimeout_s = 0.2\n", tmp_path)
     total, metrics = ok([0, 1], _rollout())
     assert total.tolist() == [0.5, 0.5] and metrics["reward/quick/mean"] == 0.5
+
+
+def test_plugin_limit_survives_registration_and_config_wins(sleepy, tmp_path) -> None:
+    toml = "[rewards]\nown_limit = 1.0\n[reward_call]\ntimeout_s = 60\n"
+    with pytest.raises(
+        RewardError, match=r"'own_limit' \(plugin sleepy-plugin\) timed out after 0\.15 s"
+    ):
+        _reward_fn(sleepy, toml, tmp_path)([0, 1], _rollout())
+    fn = _reward_fn(sleepy, toml, tmp_path, "reward_call.per_reward.own_limit=0.2")
+    with pytest.raises(RewardError, match=r"timed out after 0\.2 s"):
+        fn([0, 1], _rollout())
 
 
 def test_bad_reward_call_settings_are_config_errors(sleepy, tmp_path) -> None:

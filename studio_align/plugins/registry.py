@@ -57,9 +57,11 @@ class Registry:
             *,
             description: str | None = None,
         ) -> None:
+            timeout_s = None
             if isinstance(reward, Reward):
                 fn, default_desc = reward.fn, reward.description
                 default_name: str | None = reward.name
+                timeout_s = reward.timeout_s  # the plugin's own limit survives registration
             elif callable(reward):
                 fn, default_name = reward, getattr(reward, "__name__", None)
                 default_desc = (inspect.getdoc(reward) or "").strip().split("\n")[0]
@@ -71,7 +73,7 @@ class Registry:
             rname = check_name("reward", name or default_name, plugin, REWARDS_HOOK)
             desc = default_desc if description is None else description
             try:
-                r = Reward(rname, fn, desc, plugin=plugin)
+                r = Reward(rname, fn, desc, plugin=plugin, timeout_s=timeout_s)
             except RewardError as e:
                 raise PluginError(f"plugin {plugin!r}, hook {REWARDS_HOOK}: {e}") from e
             if rname in self.rewards:
