@@ -11,6 +11,7 @@ taken for the latest, and `metrics.jsonl` holds each step once.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -21,14 +22,13 @@ from pathlib import Path
 
 import pytest
 
+from studio_align.errors import CheckpointError
 from studio_align.intents.demo import generate_examples, write_jsonl
 from studio_align.training.checkpoint import Checkpointer
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "tests" / "plugins" / "fill_disk_at_step.py"
 STEPS = 4
-
-pytestmark = pytest.mark.slow  # three CLI runs with a compile each
 
 
 @pytest.fixture
@@ -56,6 +56,7 @@ def _train(cfg: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]
     )  # fmt: skip
 
 
+@pytest.mark.slow  # two CLI runs with a compile each
 def test_full_disk_is_one_line_then_resume_finishes(tmp_path: Path, tmpfs: Path) -> None:
     train = write_jsonl(tmp_path / "train.jsonl", generate_examples(24, seed=0))
     held = write_jsonl(tmp_path / "held.jsonl", generate_examples(8, seed=1, split="heldout"))
@@ -88,3 +89,22 @@ def test_full_disk_is_one_line_then_resume_finishes(tmp_path: Path, tmpfs: Path)
     train_steps = [s for s in steps if s <= STEPS]
     assert sorted(set(train_steps)) == list(range(1, STEPS + 1))
     assert len([s for s in steps if s < STEPS]) == STEPS - 1  # steps 1-3 logged exactly once
+
+
+def test_storage_errors_inside_orbax_become_the_os_error(tmp_path: Path) -> None:
+    """tensorstore reports a full disk as a ValueError with the OS error in its text."""
+    ck = Checkpointer(tmp_path / "ck", every=1, keep=1, async_save=False)
+    full = ValueError("RESOURCE_EXHAUSTED: Failed writing: x: No space left on device "
+                      "[os_error_code='28'] [tensorstore_spec='{...}']")  # fmt: skip
+    with pytest.raises(OSError) as info, ck._storage_errors("saving step 3"):
+        raise full
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(ck.directory)
+    with pytest.raises(OSError) as info, ck._storage_errors("saving step 3"):
+        raise ValueError("Error writing: Read-only file system")
+    assert info.value.errno == errno.EROFS
+    with (
+        pytest.raises(CheckpointError, match=r"saving step 3 failed: boom"),
+        ck._storage_errors("saving step 3"),
+    ):
+        raise RuntimeError("boom\nmore lines")
+    ck.close()
