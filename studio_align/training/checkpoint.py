@@ -222,7 +222,11 @@ class Checkpointer:
         so the CLI prints one line with its hint; any other failure is a `CheckpointError`."""
         try:
             yield
-        except (CheckpointError, OSError):
+        except CheckpointError:
+            raise
+        except OSError as e:
+            if e.filename is None:  # from a save thread: name the checkpoint folder
+                raise OSError(e.errno, e.strerror, str(self.directory)) from None
             raise
         except Exception as e:
             text = str(e)
