@@ -21,7 +21,9 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_serving_security import _cfg, _ready, fake_loader
+from serving_helpers import fake_loader
+from serving_helpers import serve_config as _cfg
+from test_serving_security import _ready
 
 from studio_align.serving.app import create_app
 

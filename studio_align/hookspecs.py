@@ -101,6 +101,17 @@ def studio_align_register_tasks(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def studio_align_register_bundle_classes(register: Callable[..., None]) -> None:
+    """Allow model bundles to name these model and config classes: `register(cls, ...)`.
+
+    `bundle.json` names its model and config classes as `module.QualName`; loading looks
+    the names up among the engine's own decoder and the classes registered here, and
+    never imports a module the file names. A model class is built as `cls(cfg, rngs=...)`
+    and keeps its pydantic config as `.cfg` (see `studio_align.models.bundle`).
+    """
+
+
+@hookspec
 def studio_align_on_metrics(
     run: str, step: int, metrics: Mapping[str, float], run_dir: str
 ) -> None:

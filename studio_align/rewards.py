@@ -19,13 +19,12 @@ Design choices:
   over the rewards that have an opinion on that sample (0.0 if none has).
 * Metrics per reward: mean and std over samples with an opinion (0.0 when no sample has
   one) and the fraction of `None`; plus mean and std of the total.
-* **A reward cannot hang or end the run.** Each call has a time-out (`timeout_s`,
-  default `RewardCallConfig().timeout_s`; `Reward.timeout_s` overrides it per reward): a
-  synchronous reward runs in a daemon thread that is abandoned when it overruns (Python
-  cannot kill a thread; the run stops with the error instead of waiting forever), an
-  async one is cancelled. Overrunning raises `RewardError` naming the reward and its
-  plugin; so does `sys.exit()` called inside a reward, which would otherwise end the
-  process silently.
+* **A reward cannot hang or end the run.** Each call has a time-out: a run config's
+  `[reward_call]` (`RewardCallConfig`) `per_reward` limit, else the plugin's own
+  `Reward.timeout_s`, else `timeout_s` (default 60 s). A synchronous reward runs in a
+  daemon thread, abandoned when it overruns (Python cannot kill a thread); an async one
+  is cancelled. Overrunning raises `RewardError` naming the reward and its plugin; so
+  does `sys.exit()` inside a reward, which would otherwise end the process silently.
 """
 
 from __future__ import annotations
@@ -37,11 +36,11 @@ import math
 import numbers
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, PositiveFloat
 
 from studio_align.config import Strict
 from studio_align.errors import ConfigError, RewardError
@@ -51,9 +50,22 @@ DEFAULT_TIMEOUT_S = 60.0
 
 
 class RewardCallConfig(Strict):
-    """`[rewards_call]`-style settings a run config can embed: how long one call may take."""
+    """`[reward_call]`: how long one reward call may take; an overrun stops the run, naming it."""
 
-    timeout_s: float | None = Field(DEFAULT_TIMEOUT_S, gt=0)  # None: wait forever
+    timeout_s: float | None = Field(DEFAULT_TIMEOUT_S, gt=0)  # seconds per reward call
+    per_reward: dict[str, PositiveFloat] = Field(
+        default_factory=dict, description="reward name -> seconds; overrides timeout_s"
+    )
+
+    def apply(self, rewards: Mapping[str, Reward]) -> dict[str, Reward]:
+        """`rewards` with the `per_reward` limits set; a name not among them is an error."""
+        unknown = sorted(set(self.per_reward) - set(rewards))
+        if unknown:
+            raise ConfigError(
+                f"reward_call.per_reward: {unknown} not in [rewards] {sorted(rewards)}"
+            )
+        own = self.per_reward
+        return {n: replace(r, timeout_s=own[n]) if n in own else r for n, r in rewards.items()}
 
 
 @dataclass(frozen=True)

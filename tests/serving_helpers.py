@@ -1,16 +1,25 @@
-"""Build tiny real router checkpoints and run the real server in a subprocess."""
+"""Servers for the serving tests: tiny real router checkpoints, the real server in a
+subprocess (`ServerProcess`), and the real app under real uvicorn in a thread with a fake
+router (`live_server`: no compile, so a fuzz or slow-client test starts in a second).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import uvicorn
 from flax import nnx
 
 from studio_align.catalog import default_catalog
@@ -19,6 +28,10 @@ from studio_align.intents.format import build_tokenizer
 from studio_align.intents.router import save_router
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
+from studio_align.serving.app import ServeConfig, create_app
+from studio_align.serving.server import protocol_for
+
+TOKEN = "s3cret-admin-token-0123"
 
 
 def make_router_checkpoint(path: Path, *, seed: int, version: str) -> Path:
@@ -72,3 +85,59 @@ class ServerProcess:
             self.proc.kill()
             out, _ = self.proc.communicate()
         return out.decode() if out else ""
+
+
+# -- in-process: the real app and uvicorn, a fake router ------------------------------------------
+
+
+class FakeRouter:
+    """Routes everything to one plan; `nan` makes every confidence NaN."""
+
+    def __init__(self, version: str, *, nan: bool = False, gate: threading.Event | None = None):
+        self.version = version
+        self.catalog = default_catalog()
+        self.nan = nan
+        self.gate = gate
+
+    def warmup(self, sizes: list[int]) -> None:
+        if self.gate is not None:
+            self.gate.wait(30)
+
+    def route(self, reqs: list[dict[str, Any]]) -> tuple[list[list[str]], list[float]]:
+        conf = math.nan if self.nan else 0.9
+        return [["wan.image_to_video"]] * len(reqs), [conf] * len(reqs)
+
+
+def fake_loader(path: str) -> FakeRouter:
+    """A checkpoint directory named `nan...` loads a router whose confidences are NaN."""
+    return FakeRouter(Path(path).name, nan=Path(path).name.startswith("nan"))
+
+
+def serve_config(root: Path, **kw: Any) -> ServeConfig:
+    """A server config whose starting checkpoint is `root/a` (the fake loader needs no files)."""
+    (root / "a").mkdir(exist_ok=True)
+    return ServeConfig(checkpoint=str(root / "a"), compile_cache_dir=None, **kw)
+
+
+@contextlib.contextmanager
+def live_server(cfg: ServeConfig, loader: Any = fake_loader, **uvicorn_kw: Any) -> Iterator[int]:
+    """Serve `create_app(cfg)` with real uvicorn and `cfg`'s bounded protocol on a loopback
+    port, in a daemon thread; yields the port and stops the server on exit."""
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(cfg, loader=loader), host="127.0.0.1", port=port,
+        http=protocol_for(cfg), log_level="error", **uvicorn_kw,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the in-process server on port {port} did not start")
+        time.sleep(0.02)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)

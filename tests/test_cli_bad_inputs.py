@@ -29,6 +29,9 @@ from pathlib import Path
 import pytest
 from serving_helpers import free_port, make_router_checkpoint
 
+from studio_align.config import load_config
+from studio_align.training.sft import SFTConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 NON_UTF8 = b'{"request": {"text": "caf\xe9"}, "plan": ["audio.music"]}\n'
 
@@ -88,8 +91,8 @@ class Env:
         p = d / "run.toml"
         p.write_text(
             f'run_dir = "{run_dir or d / "run"}"\n{extra}\n'
-            f'[model]\npreset = "tiny"\n'
-            f'[data]\ntrain = "{self.train}"\nheldout = "{self.held}"\nvocab_size = 300\n'
+            f'[model]\npreset = "tiny"\nvocab_size = 300\n'
+            f'[data]\ntrain = "{self.train}"\nheldout = "{self.held}"\n'
             "[train]\nsteps = 2\nbatch_size = 4\nprogress = false\n"
             "[checkpoint]\nevery = 0\nkeep = 1\n",
             encoding="utf-8",
@@ -252,7 +255,7 @@ CASES: dict[str, Case] = {
     # train sft: config and overrides
     "sft config not utf-8": _non_utf8_config,
     "sft config invalid toml": lambda e: _sft(e, extra="[[[broken"),
-    "sft set vocab_size=100": lambda e: _sft(e, "data.vocab_size=100"),
+    "sft set vocab_size=10": lambda e: _sft(e, "model.vocab_size=10"),
     "sft set huge batch int": lambda e: _sft(e, "train.batch_size=99999999999999999999999"),
     "sft set batch larger than data": lambda e: _sft(e, "train.batch_size=1000"),
     "sft set batch over the bound": lambda e: _sft(e, "train.batch_size=100000000"),
@@ -330,7 +333,7 @@ CASES: dict[str, Case] = {
 
 FAST = [
     "sft config not utf-8",
-    "sft set vocab_size=100",
+    "sft set vocab_size=10",
     "sft run_dir is a file",
     "eval truncated safetensors",
     "serve broken config toml",
@@ -357,6 +360,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     e = Env(tmp_path_factory.mktemp("bad_inputs"))
     sane = run_cli(["plugins", "list"], e.base)  # else every case would exit 2 vacuously
     assert sane.returncode == 0, f"the CLI is broken before any bad input: {sane.stderr}"
+    # the base run config must be valid, else every `train sft` case exits 2 vacuously
+    load_config(SFTConfig, e.toml(e.scratch()))
     if shutil.which("mount") and os.geteuid() == 0:
         e.try_mounts()
     try:

@@ -38,7 +38,11 @@ def test_builtins_register_through_hooks(host):
     assert {"catalog", "routing", "aesthetics"} <= set(infos)
     routing = infos["routing"]
     assert routing.origin == "builtin"
-    assert routing.hooks == ["studio_align_register_rewards", "studio_align_register_tasks"]
+    assert routing.hooks == [
+        "studio_align_register_bundle_classes",
+        "studio_align_register_rewards",
+        "studio_align_register_tasks",
+    ]
     assert routing.rewards == ["intent_accuracy", "plan_validity"]
     assert infos["catalog"].engines == [e.name for e in DEFAULT_ENGINES]
 

@@ -13,18 +13,11 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
-from serving_helpers import ServerProcess, free_port, make_router_checkpoint
-from test_serving_security import TOKEN, _cfg, fake_loader
-
-from studio_align.serving.app import create_app
-from studio_align.serving.server import protocol_for
+from serving_helpers import TOKEN, ServerProcess, live_server, make_router_checkpoint, serve_config
 
 CHECKS = ",".join(
     [
@@ -58,22 +51,8 @@ def assert_clean(report: dict) -> None:
 
 @pytest.fixture
 def live_url(tmp_path: Path) -> Iterator[str]:
-    cfg = _cfg(tmp_path, admin_token=TOKEN)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(cfg, loader=fake_loader), host="127.0.0.1", port=port,
-        http=protocol_for(cfg), log_level="error",
-    )  # fmt: skip
-    server = uvicorn.Server(config)
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    for _ in range(500):
-        if server.started:
-            break
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    t.join(10)
+    with live_server(serve_config(tmp_path, admin_token=TOKEN)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_schemathesis_short(live_url: str, tmp_path: Path) -> None:

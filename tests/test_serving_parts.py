@@ -7,15 +7,19 @@ import json
 import multiprocessing as mp
 import threading
 import time
+import typing
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from studio_align.catalog import default_catalog
+from studio_align.catalog import ATTACHMENT_KINDS, default_catalog
+from studio_align.data import schemas as log_schemas
 from studio_align.data.reader import LogReader
 from studio_align.serving.batcher import DynamicBatcher
 from studio_align.serving.feedback import FeedbackLog, check_route_event, route_event
 from studio_align.serving.metrics import Metrics
+from studio_align.serving.schemas import MAX_TEXT_CHARS, RouteRequest
 
 
 def test_batcher_gathers_concurrent_requests_into_one_call() -> None:
@@ -191,3 +195,22 @@ def test_metrics_render_prometheus_text() -> None:
     assert "studio_align_batch_size_count 1.0" in text
     assert 'studio_align_model_info{version="def"} 1.0' in text and '"abc"' not in text
     assert "# HELP studio_align_requests_total" in text
+
+
+def test_route_request_is_the_log_request_with_server_bounds() -> None:
+    """Issue 12 item 4: the server's request extends the data layer's, it mirrors nothing."""
+    assert issubclass(RouteRequest, log_schemas.RouteRequest)
+    assert typing.get_args(log_schemas.AttachmentKind) == ATTACHMENT_KINDS
+    r = RouteRequest.model_validate({"text": "make a video", "attachments": ["image"]})
+    assert log_schemas.RouteRequest.model_validate(r.model_dump()).model_dump() == r.model_dump()
+    bad = [
+        {"text": ""},  # the server's bounds
+        {"text": "x" * (MAX_TEXT_CHARS + 1)},
+        {"text": "x", "attachments": ["image"] * 9},
+        {"text": "x", "attachment": ["image"]},  # unknown key: refused, not ignored
+        {"text": 5},  # the log's strict types
+        {"text": "x", "attachments": ["pdf"]},
+    ]
+    for body in bad:
+        with pytest.raises(ValidationError):
+            RouteRequest.model_validate(body)

@@ -10,7 +10,6 @@ against the real uvicorn server with the bounded protocol, on loopback.
 from __future__ import annotations
 
 import json
-import math
 import socket
 import sys
 import threading
@@ -21,16 +20,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
-from serving_helpers import free_port, make_router_checkpoint
+from serving_helpers import (
+    TOKEN,
+    FakeRouter,
+    fake_loader,
+    live_server,
+    make_router_checkpoint,
+)
+from serving_helpers import serve_config as _cfg
 
-from studio_align.catalog import default_catalog
 from studio_align.errors import ConfigError
-from studio_align.serving.app import ServeConfig, create_app, load_router
-from studio_align.serving.server import protocol_for
+from studio_align.serving.app import create_app, load_router
 
-TOKEN = "s3cret-admin-token-0123"
 FB = {
     "request": {"text": "make this a video", "attachments": ["image"]},
     "proposed": ["wan.image_to_video"],
@@ -38,33 +40,6 @@ FB = {
     "creator": "c1",
     "session": "s1",
 }
-
-
-class FakeRouter:
-    """Routes everything to one plan; `nan` makes every confidence NaN."""
-
-    def __init__(self, version: str, *, nan: bool = False, gate: threading.Event | None = None):
-        self.version = version
-        self.catalog = default_catalog()
-        self.nan = nan
-        self.gate = gate
-
-    def warmup(self, sizes: list[int]) -> None:
-        if self.gate is not None:
-            self.gate.wait(30)
-
-    def route(self, reqs: list[dict[str, Any]]) -> tuple[list[list[str]], list[float]]:
-        conf = math.nan if self.nan else 0.9
-        return [["wan.image_to_video"]] * len(reqs), [conf] * len(reqs)
-
-
-def fake_loader(path: str) -> FakeRouter:
-    return FakeRouter(Path(path).name, nan=Path(path).name.startswith("nan"))
-
-
-def _cfg(root: Path, **kw: Any) -> ServeConfig:
-    (root / "a").mkdir(exist_ok=True)
-    return ServeConfig(checkpoint=str(root / "a"), compile_cache_dir=None, **kw)
 
 
 def _ready(client: TestClient) -> None:
@@ -317,22 +292,8 @@ def test_index_links_docs_and_metrics(client: TestClient) -> None:
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[int]:
-    cfg = _cfg(tmp_path, request_timeout_s=1.0)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(cfg, loader=fake_loader), host="127.0.0.1", port=port,
-        http=protocol_for(cfg), log_level="error", timeout_keep_alive=1,
-    )  # fmt: skip
-    server = uvicorn.Server(config)
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    for _ in range(500):
-        if server.started:
-            break
-        time.sleep(0.02)
-    yield port
-    server.should_exit = True
-    t.join(10)
+    with live_server(_cfg(tmp_path, request_timeout_s=1.0), timeout_keep_alive=1) as port:
+        yield port
 
 
 def _closed_by_server(sock: socket.socket, trickle: bool) -> bool:

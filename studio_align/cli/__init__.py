@@ -29,7 +29,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import logging
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +44,29 @@ from studio_align.plugins import PluginHost, set_host, using_host
 DEBUG_ENV = "STUDIO_ALIGN_DEBUG"
 _SPECS_KEY = "studio_align.plugin_specs"
 _HOST_KEY = "studio_align.host"
+# a full or read-only disk: orbax's background save threads are still failing, one
+# traceback each, so the process ends at once after the one-line error (see `main`)
+_DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT)
+_disk_failed = False
+
+
+def _own_process() -> bool:
+    """Whether this process is the `studio-align` command (not a test runner calling `main`)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", "")
+    return name in ("studio_align.__main__", "studio_align.cli.__main__") or (
+        os.path.basename(sys.argv[0] if sys.argv else "") == "studio-align"
+    )
+
+
+class _NoBackgroundTracebacks(logging.Filter):
+    """Drop the `absl` (orbax) records that carry a traceback: a checkpoint save failing
+    in a background thread; the same failure reaches the main thread and becomes the one
+    `Error:` line. `STUDIO_ALIGN_DEBUG=1` shows them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.exc_info is None and record.stack_info is None
+
 
 # Command modules (studio_align/cli/<name>.py), imported in this order if present.
 COMMAND_MODULES: list[str] = [
@@ -108,6 +133,9 @@ def cli_errors() -> Iterator[None]:
     except OSError as e:
         if _debug():
             raise
+        if e.errno in _DISK_ERRNOS:
+            global _disk_failed
+            _disk_failed = True
         raise CliError(os_error_message(e)) from e
     except UnicodeDecodeError as e:
         if _debug():
@@ -131,8 +159,21 @@ class StudioAlignGroup(click.Group):
     """Root group: loads plugins before resolving subcommands; maps errors to exit 2."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        with using_host(None):
-            return super().main(*args, **kwargs)
+        quiet = None if _debug() else _NoBackgroundTracebacks()
+        if quiet is not None:
+            logging.getLogger("absl").addFilter(quiet)
+        try:
+            with using_host(None):
+                return super().main(*args, **kwargs)
+        except SystemExit as e:
+            if _disk_failed and not _debug() and _own_process():  # skip waiting on failing saves
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(e.code if isinstance(e.code, int) else 2)
+            raise
+        finally:
+            if quiet is not None:
+                logging.getLogger("absl").removeFilter(quiet)
 
     def host(self, ctx: click.Context) -> PluginHost:
         """The plugin host of this invocation, built on first use."""

@@ -1,5 +1,6 @@
-"""Built-in plugin of `intents`: the `router` task and the routing rewards
-(`intent_accuracy`, `plan_validity`; see `intents.rewards`)."""
+"""Built-in plugin of `intents`: the `router` task, the routing rewards
+(`intent_accuracy`, `plan_validity`; see `intents.rewards`) and the classes a router
+checkpoint's `bundle.json` names (the engine's decoder LM and its config)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Callable
 
 from studio_align.hookspecs import hookimpl
 from studio_align.intents.rewards import intent_accuracy, plan_validity
+from studio_align.models.config import ModelConfig
+from studio_align.models.transformer import Transformer
 from studio_align.tasks import TaskSpec
 
 
@@ -25,3 +28,8 @@ def studio_align_register_tasks(register: Callable[..., None]) -> None:
             "intent router: request -> plan of engine calls (sft, dpo, kto, grpo)",
         )
     )
+
+
+@hookimpl
+def studio_align_register_bundle_classes(register: Callable[..., None]) -> None:
+    register(Transformer, ModelConfig)  # router checkpoints (and every token task's) are these

@@ -16,9 +16,9 @@ Design choices:
 - LoRA adapters (when the config has LoRA) are saved with the base weights, so a bundle
   rebuilds exactly the trained module; `models.lora.merge_lora` folds them if wanted.
 - **A bundle never chooses code.** `bundle.json` names its model and config classes, but
-  loading looks those names up in a registry (`BUNDLE_CLASSES`: the built-in decoder LM
-  plus whatever `register_bundle_classes` added, e.g. from a plugin module); it never
-  imports a module named by the file. An unknown name is a `CheckpointError` that lists
+  loading looks those names up in the plugin host's registry (`bundle_classes`: what
+  plugins register through the `studio_align_register_bundle_classes` hook, the engine's
+  decoder LM by the built-in `intents` plugin); it never imports a module the file names. An unknown name is a `CheckpointError` that lists
   the registered ones, so a bundle from an untrusted source cannot run code on load.
 - Every way a bundle can be broken (unreadable or invalid JSON, a config that does not
   validate, a truncated or corrupt safetensors file) is a `CheckpointError` naming the
@@ -39,9 +39,8 @@ from flax import nnx
 from pydantic import ValidationError
 
 from studio_align.errors import CheckpointError
-from studio_align.models.config import ModelConfig
 from studio_align.models.tokenizer import Tokenizer
-from studio_align.models.transformer import Transformer
+from studio_align.plugins import get_host
 
 FORMAT = "studio-align/model-bundle"
 VERSION = 1
@@ -51,26 +50,11 @@ def qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-# name in bundle.json -> class; filled with the built-ins and by `register_bundle_classes`
-BUNDLE_CLASSES: dict[str, type] = {
-    qualname(Transformer): Transformer,
-    qualname(ModelConfig): ModelConfig,
-}
-
-
-def register_bundle_classes(*classes: type) -> None:
-    """Allow bundles naming these model/config classes to be loaded (plugins call this).
-
-    Registering the same class again is a no-op; another class under a taken name is an
-    error, so a plugin cannot replace a built-in.
-    """
-    for cls in classes:
-        if not isinstance(cls, type):
-            raise CheckpointError(f"register_bundle_classes: {cls!r} is not a class")
-        name = qualname(cls)
-        if BUNDLE_CLASSES.get(name, cls) is not cls:
-            raise CheckpointError(f"bundle class {name!r} is already registered")
-        BUNDLE_CLASSES[name] = cls
+def bundle_classes(host: Any = None) -> dict[str, type]:
+    """Name in `bundle.json` -> class: what plugins registered through
+    `studio_align_register_bundle_classes` (the built-in `intents` plugin registers the
+    engine's decoder LM, `Transformer` and `ModelConfig`)."""
+    return dict((host or get_host()).bundle_classes)
 
 
 @dataclass
@@ -138,11 +122,11 @@ def save_model_bundle(
     return d
 
 
-def _registered(meta_path: Path, meta: dict[str, Any], key: str) -> Any:
+def _registered(meta_path: Path, meta: dict[str, Any], key: str, classes: dict[str, type]) -> Any:
     name = meta.get(key)
-    cls = BUNDLE_CLASSES.get(name) if isinstance(name, str) else None
+    cls = classes.get(name) if isinstance(name, str) else None
     if cls is None:
-        known = ", ".join(sorted(BUNDLE_CLASSES))
+        known = ", ".join(sorted(classes))
         raise CheckpointError(
             f"{meta_path}: {key} {name!r} is not a registered bundle class (registered: {known})"
         )
@@ -170,8 +154,10 @@ def _load_tensors(path: Path) -> dict[str, np.ndarray]:
         raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({e})") from None
 
 
-def load_model_bundle(directory: str | Path) -> ModelBundle:
-    """Rebuild the model, tokenizer and metadata saved by `save_model_bundle`."""
+def load_model_bundle(directory: str | Path, *, host: Any = None) -> ModelBundle:
+    """Rebuild the model, tokenizer and metadata saved by `save_model_bundle`.
+
+    Classes are looked up in `bundle_classes(host)` (default: the process's plugin host)."""
     d = Path(directory)
     meta_path = d / "bundle.json"
     if not meta_path.is_file():
@@ -185,8 +171,9 @@ def load_model_bundle(directory: str | Path) -> ModelBundle:
             f"{meta_path}: unsupported bundle format {meta.get('format')!r} "
             f"version {meta.get('version')!r}"
         )
-    cfg_cls = _registered(meta_path, meta, "config_class")
-    model_cls = _registered(meta_path, meta, "model_class")
+    classes = bundle_classes(host)
+    cfg_cls = _registered(meta_path, meta, "config_class", classes)
+    model_cls = _registered(meta_path, meta, "model_class", classes)
     cfg_path = d / "model_config.json"
     try:
         cfg = cfg_cls.model_validate(_read_json(cfg_path))
@@ -224,7 +211,6 @@ def load_model_bundle(directory: str | Path) -> ModelBundle:
     model = nnx.merge(graphdef, nnx.from_flat_state(flat))
     tokenizer = None
     if (d / "tokenizer.json").exists():
-
         try:
             tokenizer = Tokenizer.load(d / "tokenizer.json")
         except Exception as e:  # the tokenizers library raises its own untyped errors

@@ -35,6 +35,7 @@ from studio_align.errors import ConfigError, PluginError
 from studio_align.hookspecs import HOOK_PREFIX, PROJECT, EncoderSpec
 from studio_align.plugins.discovery import BLOCK_ENV_VAR, ENV_VAR, Discovery
 from studio_align.plugins.registry import (
+    BUNDLE_CLASSES_HOOK,
     ENCODERS_HOOK,
     ENGINES_HOOK,
     REWARDS_HOOK,
@@ -211,6 +212,7 @@ class PluginHost(Discovery):
                 (ENCODERS_HOOK, reg.encoder_register),
                 (REWARDS_HOOK, reg.reward_register),
                 (TASKS_HOOK, reg.task_register),
+                (BUNDLE_CLASSES_HOOK, reg.bundle_class_register),
             ):
                 for impl in self._impls(hook):
                     self._call(impl, hook, register=make(impl.plugin_name))
@@ -237,6 +239,11 @@ class PluginHost(Discovery):
     def tasks(self) -> dict[str, TaskSpec]:
         """Every registered task by name."""
         return self._collect().tasks
+
+    @property
+    def bundle_classes(self) -> Mapping[str, type]:
+        """Model and config classes plugins allow bundles to name, by `module.QualName`."""
+        return MappingProxyType(self._collect().bundle_classes)
 
     def task(self, name: str) -> Any:
         """The task registered as `name`, built; an unknown name lists the known ones."""

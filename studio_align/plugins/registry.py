@@ -23,6 +23,7 @@ REWARDS_HOOK = "studio_align_register_rewards"
 ENCODERS_HOOK = "studio_align_register_encoders"
 ENGINES_HOOK = "studio_align_register_engines"
 TASKS_HOOK = "studio_align_register_tasks"
+BUNDLE_CLASSES_HOOK = "studio_align_register_bundle_classes"
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -46,6 +47,8 @@ class Registry:
     catalog: Catalog = field(default_factory=lambda: Catalog(engines=[]))
     engine_owner: dict[str, str] = field(default_factory=dict)
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
+    bundle_classes: dict[str, type] = field(default_factory=dict)  # "module.QualName" -> class
+    bundle_class_owner: dict[str, str] = field(default_factory=dict)
 
     def reward_register(self, plugin: str) -> Callable[..., None]:
         def register(
@@ -54,9 +57,11 @@ class Registry:
             *,
             description: str | None = None,
         ) -> None:
+            timeout_s = None
             if isinstance(reward, Reward):
                 fn, default_desc = reward.fn, reward.description
                 default_name: str | None = reward.name
+                timeout_s = reward.timeout_s  # the plugin's own limit survives registration
             elif callable(reward):
                 fn, default_name = reward, getattr(reward, "__name__", None)
                 default_desc = (inspect.getdoc(reward) or "").strip().split("\n")[0]
@@ -68,7 +73,7 @@ class Registry:
             rname = check_name("reward", name or default_name, plugin, REWARDS_HOOK)
             desc = default_desc if description is None else description
             try:
-                r = Reward(rname, fn, desc, plugin=plugin)
+                r = Reward(rname, fn, desc, plugin=plugin, timeout_s=timeout_s)
             except RewardError as e:
                 raise PluginError(f"plugin {plugin!r}, hook {REWARDS_HOOK}: {e}") from e
             if rname in self.rewards:
@@ -156,5 +161,25 @@ class Registry:
                 )
             desc = default_desc if description is None else description
             self.tasks[tname] = TaskSpec(tname, factory, desc, plugin=plugin)
+
+        return register
+
+    def bundle_class_register(self, plugin: str) -> Callable[..., None]:
+        def register(*classes: type) -> None:
+            for cls in classes:
+                if not isinstance(cls, type):
+                    raise PluginError(
+                        f"plugin {plugin!r}, hook {BUNDLE_CLASSES_HOOK}: expected a class, "
+                        f"got {cls!r}"
+                    )
+                name = f"{cls.__module__}.{cls.__qualname__}"
+                if self.bundle_classes.get(name, cls) is not cls:  # the same class again: fine
+                    raise PluginError(
+                        f"bundle class {name!r} registered twice, as different classes: by "
+                        f"plugin {self.bundle_class_owner[name]!r} and by plugin {plugin!r} "
+                        f"(hook {BUNDLE_CLASSES_HOOK})"
+                    )
+                self.bundle_classes[name] = cls
+                self.bundle_class_owner.setdefault(name, plugin)
 
         return register

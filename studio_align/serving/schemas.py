@@ -10,21 +10,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from studio_align.catalog import ATTACHMENT_KINDS
+from studio_align.data import schemas as log_schemas
 
 MAX_TEXT_CHARS = 2000
 MAX_BATCH = 64
 
-Attachment = Literal["image", "video", "audio"]
-assert set(ATTACHMENT_KINDS) == {"image", "video", "audio"}
 
+class RouteRequest(log_schemas.RouteRequest):
+    """One creator request: text plus the kinds of attachment it came with.
 
-class RouteRequest(BaseModel):
-    """One creator request: text plus the kinds of attachment it came with."""
+    It *is* the creator log's request (`data.schemas.RouteRequest`: strict types, the same
+    attachment kinds), so whatever the server routes a route event can record; the server
+    only adds bounds, and refuses unknown keys (a misspelt field is a 422, not ignored).
+    """
 
     model_config = ConfigDict(extra="forbid")
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    attachments: list[Attachment] = Field(default_factory=list, max_length=8)
+    attachments: list[log_schemas.AttachmentKind] = Field(default_factory=list, max_length=8)
 
 
 class RouteResponse(BaseModel):

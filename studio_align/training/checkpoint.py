@@ -22,8 +22,11 @@ Design choices:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +74,9 @@ class Checkpointer:
             max_to_keep=keep,
             create=True,
             enable_async_checkpointing=async_save,
+            # a save cut short (full disk, kill) leaves `<step>.orbax-checkpoint-tmp`; it is
+            # never taken for a step, and is cleared here so the step can be saved again
+            cleanup_tmp_directories=True,
         )
         self._mgr = ocp.CheckpointManager(self.directory, options=options)
         self.fallbacks: list[str] = []  # one line per corrupt step skipped on restore
@@ -101,7 +107,8 @@ class Checkpointer:
         # orbax refuses empty trees (a model with no non-trainable variables)
         args = {n: ocp.args.StandardSave(v) for n, v in items.items() if v}
         args["meta"] = ocp.args.JsonSave(meta)
-        self._mgr.save(step, args=ocp.args.Composite(**args), force=True)
+        with self._storage_errors(f"saving step {step}"):  # an earlier async save fails here
+            self._mgr.save(step, args=ocp.args.Composite(**args), force=True)
 
     def restore(self, step: int, like: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Restore step `step` (or, if it is corrupt, the newest older step that restores)
@@ -201,10 +208,33 @@ class Checkpointer:
         return out, meta["record"]
 
     def wait(self) -> None:
-        self._mgr.wait_until_finished()
+        with self._storage_errors("finishing a save"):
+            self._mgr.wait_until_finished()
 
     def close(self) -> None:
-        self._mgr.close()
+        with self._storage_errors("finishing a save"):
+            self._mgr.close()
+
+    @contextlib.contextmanager
+    def _storage_errors(self, what: str) -> Iterator[None]:
+        """A full or read-only disk under orbax/tensorstore (which raise `ValueError`s
+        with the OS error inside the text) becomes the `OSError` it is, naming the folder,
+        so the CLI prints one line with its hint; any other failure is a `CheckpointError`."""
+        try:
+            yield
+        except CheckpointError:
+            raise
+        except OSError as e:
+            if e.filename is None:  # from a save thread: name the checkpoint folder
+                raise OSError(e.errno, e.strerror, str(self.directory)) from None
+            raise
+        except Exception as e:
+            text = str(e)
+            for code in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
+                if os.strerror(code) in text or f"os_error_code='{code}'" in text:
+                    raise OSError(code, os.strerror(code), str(self.directory)) from None
+            first = text.splitlines()[0][:200] if text else type(e).__name__
+            raise CheckpointError(f"{self.directory}: {what} failed: {first}") from e
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:

@@ -155,6 +155,8 @@ class GRPOTrainer(RolloutMixin):
             )
             if self._ckpt.latest is not None:
                 self._restore()
+        if self.logger is not None:
+            self.logger.resume_at(self.step_count)  # fresh: emptied; resumed: steps > it dropped
         self._update = jax.jit(
             self._make_update(),
             # async: the worker may still sample from these parameters, so keep them
@@ -298,8 +300,6 @@ class GRPOTrainer(RolloutMixin):
             self.kl_state = KLState(*jnp.asarray(rec["kl_state"], jnp.float32))
         if rec.get("norm_state") is not None and self.norm_state is not None:
             self.norm_state = NormState(*jnp.asarray(rec["norm_state"], jnp.float32))
-        if self.logger is not None:
-            self.logger.truncate_after(self.step_count)
 
     def train(self, steps: int | None = None) -> GRPOResult:
         """Run steps until `steps` (default `cfg.steps`) are done, resuming where it left off.

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from studio_align.config import Strict
-from studio_align.rewards import score_batch
+from studio_align.rewards import RewardCallConfig, as_rewards, score_batch
 from studio_align.training.policy import Rollout
 
 RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
@@ -68,13 +68,18 @@ def plugin_reward_fn(
     weights: Mapping[str, float] | None = None,
     *,
     context: Mapping[str, Any] | None = None,
+    call: RewardCallConfig | None = None,
 ) -> RewardFn:
     """A `RewardFn` from plugin rewards (`{name: Reward}` or a list) and config weights.
 
     Columns are the rollout's (`completions`, decoded `plans`, ...) plus every key of the
     prompt records (dicts) other than `prompt`, repeated per sample; `prompts` are the
-    policy inputs.
+    policy inputs. `call` (a run config's `[reward_call]`) bounds each reward call, so a
+    hanging plugin stops the run with a `RewardError` naming it (default: 60 s).
     """
+
+    call = call or RewardCallConfig()
+    rewards = call.apply(as_rewards(rewards))
 
     def fn(records: list[Any], rollout: Rollout) -> tuple[np.ndarray, dict[str, float]]:
         columns: dict[str, list[Any]] = dict(rollout.columns)
@@ -83,7 +88,7 @@ def plugin_reward_fn(
             for key in records[0]:
                 if key != "prompt":
                     columns[key] = [r[key] for r in records]
-        scores = score_batch(rewards, weights, columns, context=context)
+        scores = score_batch(rewards, weights, columns, context=context, timeout_s=call.timeout_s)
         return scores.total.astype(np.float32), scores.metrics
 
     return fn

@@ -26,6 +26,7 @@ from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.models.sharding import MeshConfig
 from studio_align.plugins import get_host
+from studio_align.rewards import Reward, RewardCallConfig
 from studio_align.tasks import StartingPoint
 from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.distributed import DistributedConfig, maybe_initialize
@@ -73,6 +74,7 @@ class GRPORunConfig(Strict):
     rewards: dict[str, float] = Field(
         default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
     )
+    reward_call: RewardCallConfig = Field(default_factory=RewardCallConfig)
 
 
 @dataclass
@@ -100,6 +102,15 @@ def heldout_reward(
     return out
 
 
+def run_rewards(cfg: GRPORunConfig, host: Any) -> dict[str, Reward]:
+    """The plugin rewards `[rewards]` names, checked before any model is loaded."""
+    missing = sorted(set(cfg.rewards) - set(host.rewards))
+    if missing:
+        raise ConfigError(f"rewards: {missing} not registered (available: {sorted(host.rewards)})")
+    rewards = {name: host.rewards[name] for name in cfg.rewards}
+    return cfg.reward_call.apply(rewards)  # `[reward_call]` per-reward limits checked here
+
+
 def train_grpo(
     cfg: GRPORunConfig, *, task: Any = None, start: StartingPoint | None = None, host: Any = None
 ) -> GRPORunResult:
@@ -107,10 +118,7 @@ def train_grpo(
     maybe_initialize(cfg.distributed)
     task = resolve_task(task or cfg.task, "grpo")
     host = host or get_host()
-    missing = sorted(set(cfg.rewards) - set(host.rewards))
-    if missing:
-        raise ConfigError(f"rewards: {missing} not registered (available: {sorted(host.rewards)})")
-    rewards = {name: host.rewards[name] for name in cfg.rewards}
+    rewards = run_rewards(cfg, host)
     start = start or task.start(cfg.model, seed=cfg.grpo.seed, reference=cfg.grpo.beta > 0)
     train = task.grpo_prompts(start, read_split(task, cfg.data, "grpo", "train"))
     held = task.grpo_prompts(start, read_split(task, cfg.data, "grpo", "heldout"))
@@ -119,7 +127,9 @@ def train_grpo(
     longest = max(len(r["prompt"]) for r in train + held)
     max_prompt_len = cfg.data.max_len or -(-longest // 8) * 8
     policy = task.policy(start, cfg.sampling, max_prompt_len=max_prompt_len)
-    reward_fn = plugin_reward_fn(rewards, cfg.rewards, context=task.reward_context(start))
+    reward_fn = plugin_reward_fn(
+        rewards, cfg.rewards, context=task.reward_context(start), call=cfg.reward_call
+    )
     run_dir = prepare_run_dir(cfg)
     trainer = GRPOTrainer(
         policy, start.model, train, reward_fn, cfg.grpo, cfg.optim,

@@ -174,8 +174,8 @@ def train_loop(
     if ckpts.latest is not None:
         record = ckpts.restore(state)
         start = resumed_from = int(record["data_position"])
-        if logger is not None:
-            logger.truncate_after(start)
+    if logger is not None:
+        logger.resume_at(start)  # a fresh start empties it; a resume drops steps > start
 
     compiles = 0
 

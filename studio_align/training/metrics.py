@@ -3,8 +3,8 @@
 Design choices:
 - `RUN_DIR/metrics.jsonl` gets one JSON object per logged step (`{"run", "step",
   "time", ...metrics}`); every line is a complete record, so a killed run leaves a
-  readable file. On resume, lines past the restored step are dropped, so the file reads
-  as if the run had never stopped.
+  readable file. On resume, lines past the restored step are dropped, and a fresh start
+  empties the file, so a killed and rerun (or resumed) run holds one record per step.
 - The same dict goes to `studio_align_on_metrics` through the plugin host. The host is
   looked up lazily and optionally: training works without the plugin system.
 - Progress (a tqdm bar on a TTY, heartbeat lines elsewhere) lives in `progress.py`;
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,18 +49,31 @@ class MetricsLogger:
         self.run = run
         self._host = _plugin_host() if fire_hook else None
 
-    def truncate_after(self, step: int) -> None:
-        """Drop records with `step > step` (called when resuming from a checkpoint)."""
+    def resume_at(self, step: int) -> None:
+        """Make the file read as if the run had stopped right after `step`.
+
+        Called once before training: a fresh start (`step == 0`) empties the file (a run
+        killed before its first checkpoint left records that would otherwise be logged
+        twice); a resume drops the records past the restored step, which the run is about
+        to log again. The new file replaces the old in one rename, so a kill during the
+        rewrite leaves either the old or the new file, never a half-written one.
+        """
         if not self.path.exists():
             return
         keep = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                if json.loads(line).get("step", 0) <= step:
-                    keep.append(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line from a killed process
-        self.path.write_text("".join(k + "\n" for k in keep), encoding="utf-8")
+        if step > 0:
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    if json.loads(line).get("step", 0) <= step:
+                        keep.append(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line from a killed process
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write("".join(k + "\n" for k in keep))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
         record = {"run": self.run, "step": int(step), "time": round(time.time(), 3)}

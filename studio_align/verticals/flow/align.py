@@ -28,6 +28,7 @@ from studio_align.algorithms.flow import diffusion_dpo_loss, interpolate, veloci
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.generation.flow_sampler import SDEConfig
+from studio_align.rewards import RewardCallConfig
 from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
 from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
@@ -51,6 +52,7 @@ class FlowGRPOConfig(Strict):
     epsilon_high: float | None = Field(0.28, gt=0)  # DAPO clip-higher; None = symmetric
     estimator: str = "grpo"
     weights: dict[str, float] = Field(default_factory=lambda: {"aesthetic": 1.0})
+    reward_call: RewardCallConfig = Field(default_factory=RewardCallConfig)  # reward time-outs
     seed: int = 0
 
     def grpo(self) -> GRPOConfig:
@@ -98,7 +100,7 @@ def flow_grpo(
         FlowPolicy(verticals, tags, cfg.sde()),
         model,
         records,
-        plugin_reward_fn(use, cfg.weights, context=dict(context or {})),
+        plugin_reward_fn(use, cfg.weights, context=dict(context or {}), call=cfg.reward_call),
         cfg.grpo(),
         cfg.optim(),
         ref_model=reference if cfg.beta > 0 else None,

@@ -19,6 +19,10 @@ model = ""                         # a `train reward` output dir; empty: trained
 weights = { aesthetic = 1.0, identity = 0.5 }   # GRPO's plugin rewards and weights
 ratings_weight = 1.0               # inline reward model: weight of the rating (KTO) term
 
+[reward_call]
+timeout_s = 60.0                   # one reward call longer than this stops the run, naming it
+per_reward = { aesthetic = 120.0 } # a reward's own limit (default: none)
+
 [bc]   steps = 300, batch_size = 64, learning_rate = 3e-3
 [grpo] steps = 60, prompts_per_step = 16, group_size = 8, beta = 0.02, learning_rate = 1e-3
 [dpo]  steps = 200, batch_size = 64, beta = 0.05, learning_rate = 1e-3
@@ -35,6 +39,7 @@ from pydantic import Field
 
 from studio_align.config import Strict
 from studio_align.reward_models.train import FitSection, GateConfig, HeadConfig
+from studio_align.rewards import RewardCallConfig
 from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.grpo import GRPOConfig
 from studio_align.training.optim import OptimConfig
@@ -129,6 +134,7 @@ class GradingRunConfig(Strict):
     skip_bad_images: bool = True
     policy: PolicySection = Field(default_factory=PolicySection)
     reward: RewardSection = Field(default_factory=RewardSection)
+    reward_call: RewardCallConfig = Field(default_factory=RewardCallConfig)  # GRPO's reward calls
     bc: BCSection = Field(default_factory=BCSection)
     grpo: GRPOSection = Field(default_factory=GRPOSection)
     dpo: DPOSection = Field(default_factory=DPOSection)

@@ -261,7 +261,10 @@ def _grpo(
         model.policy,
         records,
         plugin_reward_fn(
-            {k: host.rewards[k] for k in weights}, weights, context={"aesthetic_model": scorer}
+            {k: host.rewards[k] for k in weights},
+            weights,
+            context={"aesthetic_model": scorer},
+            call=cfg.reward_call,
         ),
         g.grpo(cfg.seed),
         g.optim(),
