@@ -59,6 +59,16 @@ class RoutingDecisions:
             out.append(analyse(self, prompts, [[] for _ in chunk], inits).hidden)
         return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
+    def warm_decisions(self, prompts: list[list[int]], inits: list[int]) -> None:
+        """Compile `decide`'s scoring pass for these prompts' shapes (`Router.warmup`), with
+        and without a plan appended (prompt + plan may cross into the next length bucket);
+        nothing to do without a calibration or memory, when `route` never runs it."""
+        if self.calibration is None and self.memory is None:
+            return
+        step = int(self.grammar.step_ids[0])
+        for comp in ([], [step]):
+            analyse(self, prompts, [comp] * len(prompts), inits)
+
     def decide(
         self,
         requests: Sequence[Any],
