@@ -32,6 +32,7 @@ from studio_align.intents.creators import majority_plans
 from studio_align.intents.demo import read_examples
 from studio_align.intents.evaluate import evaluate_router
 from studio_align.intents.router import Router
+from studio_align.models.interpolate import interpolate_bundles
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.quickstart.data import prepare_data
@@ -57,6 +58,7 @@ def score(
     forgetting = {
         stage: {k: round(100 * (sft[k] - res[stage][k]), 1) for k in sets if k.endswith("_agreed")}
         for stage in ckpts
+        if sft
     }
     return {"accuracy": res, "forgetting_points": forgetting}
 
@@ -70,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--trial", action="append", default=[],
         help="k=v,k=v: one setting on top of --set (repeatable; one process, one data set)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--mix", default="",
+        help="w,w,...: also score each dpo/kto router mixed back to SFT (w * tuned + (1-w) * SFT)",
     )  # fmt: skip
     ap.add_argument("--eval", action="store_true", help="also score the evaluation sets")
     args = ap.parse_args(argv)
@@ -103,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         for stage in args.stages.split(","):
             start = ckpts.get("dpo", args.sft) if stage == "grpo" else args.sft
             ckpts[stage] = STAGES[stage](run, cfg, data, start, catalog)
+        for w in [float(x) for x in args.mix.split(",") if x]:
+            for stage in ("dpo", "kto"):
+                if stage in ckpts and not stage.startswith("mix"):
+                    ckpts[f"{stage}@{w}"] = interpolate_bundles(
+                        args.sft, ckpts[stage], weight=w, out=run / f"mix-{stage}-{w}"
+                    )
         trials.append({"trial": extra, **score(ckpts, sets, sft)})
         print(json.dumps(trials[-1]), flush=True)
     out = {

@@ -45,6 +45,8 @@ class QuickstartConfig(Strict):
     grpo_prompts: int = 8
     grpo_lr: float = 1e-4
     grpo_beta: float = 0.0  # KL penalty to the stage's starting router
+    # each preference stage's weights = w * tuned + (1 - w) * its start (WiSE-FT; 1 = off)
+    tuned_weight: float = Field(1.0, ge=0.0, le=1.0)
     eval_batch_size: int = 128
     # abstain thresholds are fitted on validation for this selective accuracy (docs/router.md)
     abstain_target: float = Field(0.95, gt=0.0, le=1.0)

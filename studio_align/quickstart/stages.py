@@ -9,6 +9,7 @@ from typing import Any
 
 from studio_align.catalog import Catalog
 from studio_align.intents.task import RouterTask
+from studio_align.models.interpolate import interpolate_bundles
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.training.dpo import DPORunConfig, train_dpo
 from studio_align.training.grpo_run import GRPORunConfig, train_grpo
@@ -23,6 +24,14 @@ def _run_cfg(cfg: QuickstartConfig, run_dir: Path, steps: int, lr: float) -> dic
         "optim": {"learning_rate": lr, "warmup_steps": min(20, steps // 10)},
         "checkpoint": {"every": 0, "resume": False, "async_save": False},
     }
+
+
+def _mixed(cfg: QuickstartConfig, start: Path, tuned: Path) -> Path:
+    """A preference stage's checkpoint, its weights mixed back towards the stage's start
+    (`tuned_weight` < 1, WiSE-FT: less forgetting where creators agree with the labels)."""
+    if cfg.tuned_weight >= 1.0:
+        return tuned
+    return interpolate_bundles(start, tuned, weight=cfg.tuned_weight, out=tuned)
 
 
 def stage_sft(out: Path, cfg: QuickstartConfig, data: dict[str, Any], catalog: Catalog) -> Path:
@@ -52,7 +61,7 @@ def stage_dpo(
             "dpo": {"beta": cfg.dpo_beta, "nll_alpha": cfg.dpo_nll_alpha},
         }
     )
-    return Path(train_dpo(rc, task=RouterTask(catalog)).checkpoint)
+    return _mixed(cfg, start, Path(train_dpo(rc, task=RouterTask(catalog)).checkpoint))
 
 
 def stage_kto(
@@ -65,7 +74,7 @@ def stage_kto(
             "data": {"dir": data["compiled"]},
         }
     )
-    return Path(train_kto(rc, task=RouterTask(catalog)).checkpoint)
+    return _mixed(cfg, start, Path(train_kto(rc, task=RouterTask(catalog)).checkpoint))
 
 
 def stage_grpo(
@@ -87,7 +96,7 @@ def stage_grpo(
             "rewards": {"intent_accuracy": 1.0, "plan_validity": 0.5},
         }
     )
-    return Path(train_grpo(rc, task=RouterTask(catalog)).checkpoint)
+    return _mixed(cfg, start, Path(train_grpo(rc, task=RouterTask(catalog)).checkpoint))
 
 
 StageFn = Callable[[Path, QuickstartConfig, dict[str, Any], Any, Catalog], Path]
