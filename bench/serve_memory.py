@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         ]  # fmt: skip
         server = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
-            startup = wait_healthy(port, server)
+            startup = wait_healthy(port, server, timeout=900.0)
             sources: Counter[str] = Counter()
             for b in bodies[:64]:  # what the answers look like (and one more warm pass)
                 req = urllib.request.Request(
