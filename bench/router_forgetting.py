@@ -44,6 +44,20 @@ def agreed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r, m in zip(rows, maj, strict=True) if r["plan"] == m["plan"]]
 
 
+def existing_data(d: Path, catalog: Any) -> dict[str, Any]:
+    """A finished quickstart run's data (its own validation split, logs and held-out set)."""
+    return {
+        "splits": {"val": read_examples(d / "val.jsonl")},
+        "compiled": d / "compiled",
+        "eval_sets": {
+            "heldout": read_examples(d / "heldout.jsonl"),
+            "handwritten": packaged.load("handwritten_v1"),
+            "handwritten_v2": packaged.load("handwritten_v2"),
+            "creators": read_examples(d / "creators_eval.jsonl"),
+        },
+    }
+
+
 def score(
     ckpts: dict[str, Path], sets: dict[str, list[dict[str, Any]]], sft: dict[str, float]
 ) -> dict[str, Any]:
@@ -75,13 +89,18 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ap.add_argument(
         "--mix", default="",
-        help="w,w,...: also score each dpo/kto router mixed back to SFT (w * tuned + (1-w) * SFT)",
+        help="w,w,...: also score each tuned router mixed with SFT (w * tuned + (1-w) * SFT)",
     )  # fmt: skip
     ap.add_argument("--eval", action="store_true", help="also score the evaluation sets")
+    ap.add_argument(
+        "--tuned", action="append", default=[],
+        help="stage=DIR: an already tuned router of a quickstart run (no training)",
+    )  # fmt: skip
+    ap.add_argument("--data", type=Path, help="that run's OUT/data (else generated anew)")
     args = ap.parse_args(argv)
     catalog = get_host().catalog
     base = validate(QuickstartConfig, apply_overrides({}, args.overrides), source="--set")
-    data = prepare_data(args.out, base, catalog)
+    data = existing_data(args.data, catalog) if args.data else prepare_data(args.out, base, catalog)
     sets = {
         "val_agreed": agreed(list(data["splits"]["val"])),
         "val_hw_agreed": agreed(packaged.load("handwritten_val")),
@@ -105,16 +124,15 @@ def main(argv: list[str] | None = None) -> int:
             QuickstartConfig, apply_overrides({}, args.overrides + extra), source="--trial"
         )
         run = args.out / f"trial{i}"
-        ckpts: dict[str, Path] = {}
-        for stage in args.stages.split(","):
+        ckpts: dict[str, Path] = {k: Path(v) for k, v in (t.split("=", 1) for t in args.tuned)}
+        for stage in [x for x in args.stages.split(",") if x]:
             start = ckpts.get("dpo", args.sft) if stage == "grpo" else args.sft
             ckpts[stage] = STAGES[stage](run, cfg, data, start, catalog)
         for w in [float(x) for x in args.mix.split(",") if x]:
-            for stage in ("dpo", "kto"):
-                if stage in ckpts and not stage.startswith("mix"):
-                    ckpts[f"{stage}@{w}"] = interpolate_bundles(
-                        args.sft, ckpts[stage], weight=w, out=run / f"mix-{stage}-{w}"
-                    )
+            for stage in [k for k in ckpts if "@" not in k]:
+                ckpts[f"{stage}@{w}"] = interpolate_bundles(
+                    args.sft, ckpts[stage], weight=w, out=run / f"mix-{stage}-{w}"
+                )
         trials.append({"trial": extra, **score(ckpts, sets, sft)})
         print(json.dumps(trials[-1]), flush=True)
     out = {

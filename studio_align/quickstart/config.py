@@ -45,7 +45,7 @@ class QuickstartConfig(Strict):
     grpo_prompts: int = 8
     grpo_lr: float = 1e-4
     grpo_beta: float = 0.0  # KL penalty to the stage's starting router
-    # each preference stage's weights = w * tuned + (1 - w) * its start (WiSE-FT; 1 = off)
+    # each preference stage delivers w * tuned + (1 - w) * SFT weights (WiSE-FT; 1 = off)
     tuned_weight: float = Field(1.0, ge=0.0, le=1.0)
     eval_batch_size: int = 128
     # abstain thresholds are fitted on validation for this selective accuracy (docs/router.md)
@@ -59,7 +59,8 @@ class StageResult:
     status: str = "ok"
     seconds: float = 0.0
     eval_seconds: float = 0.0
-    checkpoint: str | None = None
+    checkpoint: str | None = None  # the router this stage delivers (evaluated)
+    trained: str | None = None  # what it trained (differs when mixed with SFT)
     figures: dict[str, Any] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:

@@ -26,12 +26,14 @@ def _run_cfg(cfg: QuickstartConfig, run_dir: Path, steps: int, lr: float) -> dic
     }
 
 
-def _mixed(cfg: QuickstartConfig, start: Path, tuned: Path) -> Path:
-    """A preference stage's checkpoint, its weights mixed back towards the stage's start
-    (`tuned_weight` < 1, WiSE-FT: less forgetting where creators agree with the labels)."""
+def mixed_with_sft(cfg: QuickstartConfig, sft: Path, tuned: Path) -> Path:
+    """The router a preference stage delivers: its weights mixed back towards SFT's,
+    `tuned_weight * tuned + (1 - tuned_weight) * sft` (WiSE-FT: keeps label accuracy where
+    creators agree with the labels), written beside the trained one; the next stage still
+    trains from the unmixed checkpoint. `tuned_weight = 1`: the trained one itself."""
     if cfg.tuned_weight >= 1.0:
         return tuned
-    return interpolate_bundles(start, tuned, weight=cfg.tuned_weight, out=tuned)
+    return interpolate_bundles(sft, tuned, weight=cfg.tuned_weight, out=tuned.parent / "mixed")
 
 
 def stage_sft(out: Path, cfg: QuickstartConfig, data: dict[str, Any], catalog: Catalog) -> Path:
@@ -61,7 +63,7 @@ def stage_dpo(
             "dpo": {"beta": cfg.dpo_beta, "nll_alpha": cfg.dpo_nll_alpha},
         }
     )
-    return _mixed(cfg, start, Path(train_dpo(rc, task=RouterTask(catalog)).checkpoint))
+    return Path(train_dpo(rc, task=RouterTask(catalog)).checkpoint)
 
 
 def stage_kto(
@@ -74,7 +76,7 @@ def stage_kto(
             "data": {"dir": data["compiled"]},
         }
     )
-    return _mixed(cfg, start, Path(train_kto(rc, task=RouterTask(catalog)).checkpoint))
+    return Path(train_kto(rc, task=RouterTask(catalog)).checkpoint)
 
 
 def stage_grpo(
@@ -96,7 +98,7 @@ def stage_grpo(
             "rewards": {"intent_accuracy": 1.0, "plan_validity": 0.5},
         }
     )
-    return _mixed(cfg, start, Path(train_grpo(rc, task=RouterTask(catalog)).checkpoint))
+    return Path(train_grpo(rc, task=RouterTask(catalog)).checkpoint)
 
 
 StageFn = Callable[[Path, QuickstartConfig, dict[str, Any], Any, Catalog], Path]
