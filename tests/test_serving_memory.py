@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from serving_helpers import make_router_checkpoint
 
@@ -23,6 +24,7 @@ def _ready(client: TestClient) -> None:
     raise AssertionError(client.get("/healthz").json())
 
 
+@pytest.mark.slow  # a real router compiled in process: tens of seconds on 2 cores
 def test_feedback_becomes_an_exemplar_for_that_creator(tmp_path: Path) -> None:
     ck = make_router_checkpoint(tmp_path / "router", seed=0, version="v")
     cfg = ServeConfig(
