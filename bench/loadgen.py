@@ -29,13 +29,14 @@ REQUESTS = [
 
 
 async def _worker(
-    host: str, port: int, deadline: float, lat: list[float], errors: list[str]
-) -> None:
+    host: str, port: int, deadline: float, lat: list[float], errors: list[str],
+    bodies: list[bytes],
+) -> None:  # fmt: skip
     reader, writer = await asyncio.open_connection(host, port)
     rng = random.Random()
     try:
         while time.perf_counter() < deadline:
-            body = json.dumps(rng.choice(REQUESTS), ensure_ascii=False).encode()
+            body = rng.choice(bodies)
             head = (
                 f"POST /v1/route HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n"
@@ -60,12 +61,17 @@ async def _worker(
         writer.close()
 
 
-async def run(host: str, port: int, concurrency: int, seconds: float) -> dict[str, float]:
+async def run(
+    host: str, port: int, concurrency: int, seconds: float, requests: list[dict] | None = None
+) -> dict[str, float]:
     lat: list[float] = []
     errors: list[str] = []
+    bodies = [json.dumps(r, ensure_ascii=False).encode() for r in (requests or REQUESTS)]
     start = time.perf_counter()
     deadline = start + seconds
-    await asyncio.gather(*(_worker(host, port, deadline, lat, errors) for _ in range(concurrency)))
+    await asyncio.gather(
+        *(_worker(host, port, deadline, lat, errors, bodies) for _ in range(concurrency))
+    )
     wall = time.perf_counter() - start
     lat.sort()
 
@@ -92,10 +98,17 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument(
+        "--requests", help="JSONL of /v1/route bodies to draw from [default: 6 built in]"
+    )
     args = ap.parse_args()
+    reqs = None
+    if args.requests:
+        with open(args.requests, encoding="utf-8") as f:
+            reqs = [json.loads(line) for line in f if line.strip()]
     if not ipaddress.ip_address(socket.gethostbyname(args.host)).is_loopback:
         ap.error(f"--host {args.host}: load is only ever sent to loopback addresses")
-    print(json.dumps(asyncio.run(run(args.host, args.port, args.concurrency, args.seconds))))
+    print(json.dumps(asyncio.run(run(args.host, args.port, args.concurrency, args.seconds, reqs))))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,21 @@
 """Forgetting after preference tuning (issue 14): label accuracy where creators agree.
 
-    python bench/router_forgetting.py SFT_CKPT --out DIR [--set dpo_nll_alpha=4 --set grpo_beta=0.1 ...]
+    python bench/router_forgetting.py SFT_CKPT --out DIR [--stages dpo,grpo,kto]
+        [--set sft_steps=800 ...] [--trial dpo_lr=3e-5,dpo_nll_alpha=4 --trial ...] [--eval]
 
-Runs the quickstart's preference stages (DPO then GRPO, with the given overrides) from an
-existing SFT checkpoint, then scores SFT and the tuned router on the *agreed* subsets
-(label == the majority creator's plan) of the validation sets only: the generator's
-validation split and the hand-written validation set. Forgetting = SFT accuracy minus
-tuned accuracy there; the creators' agreement on the compiled logs' held-out routes is
-shown beside it, so a setting that forgets nothing by learning nothing is visible.
-Settings are chosen here; the evaluation sets are scored once, by router_eval.py.
+Runs the quickstart's preference stages with the given overrides from an existing SFT
+checkpoint (`dpo` and `kto` start from SFT, as `preference=dpo` / `preference=kto` do;
+`grpo` starts from DPO when `dpo` ran, else from SFT, as in the quickstart), then scores
+SFT and every tuned router on the *agreed* subsets (label == the majority creator's plan)
+of the validation sets: the generator's validation split and the hand-written validation
+set. Forgetting = SFT accuracy minus tuned accuracy there, in points; agreement with the
+creators' finals on the compiled logs' held-out routes is shown beside it, so a setting
+that forgets nothing by learning nothing is visible. Settings are chosen on these figures.
+
+`--eval` also scores the evaluation sets' agreed subsets (the generator's held-out set,
+hand-written v1 and v2) and the unseen creators' preferred plans: for reporting the chosen
+setting once, never for choosing. Every router is scored uncalibrated (greedy plans do not
+depend on the temperature).
 """
 
 from __future__ import annotations
@@ -17,8 +24,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-from studio_align.intents.pipeline import QuickstartConfig, prepare_data, stage_dpo, stage_grpo
+from typing import Any
 
 from studio_align.config import apply_overrides, validate
 from studio_align.intents import eval as packaged
@@ -26,47 +32,119 @@ from studio_align.intents.creators import majority_plans
 from studio_align.intents.demo import read_examples
 from studio_align.intents.evaluate import evaluate_router
 from studio_align.intents.router import Router
+from studio_align.models.interpolate import interpolate_bundles
 from studio_align.plugins import get_host
+from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart.data import prepare_data
+from studio_align.quickstart.stages import STAGES
 
 
-def agreed(rows: list[dict]) -> list[dict]:
+def agreed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     maj = majority_plans(rows)
     return [r for r, m in zip(rows, maj, strict=True) if r["plan"] == m["plan"]]
+
+
+def existing_data(d: Path, catalog: Any) -> dict[str, Any]:
+    """A finished quickstart run's data (its own validation split, logs and held-out set)."""
+    return {
+        "splits": {"val": read_examples(d / "val.jsonl")},
+        "compiled": d / "compiled",
+        "eval_sets": {
+            "heldout": read_examples(d / "heldout.jsonl"),
+            "handwritten": packaged.load("handwritten_v1"),
+            "handwritten_v2": packaged.load("handwritten_v2"),
+            "creators": read_examples(d / "creators_eval.jsonl"),
+        },
+    }
+
+
+def score(
+    ckpts: dict[str, Path], sets: dict[str, list[dict[str, Any]]], sft: dict[str, float]
+) -> dict[str, Any]:
+    res: dict[str, dict[str, float]] = {}
+    for name, path in ckpts.items():
+        router = Router.load(path)
+        router.calibration, router.memory = None, None
+        res[name] = {
+            k: evaluate_router(router, v, batch_size=128)[0]["exact_plan_accuracy"]
+            for k, v in sets.items()
+        }
+    forgetting = {
+        stage: {k: round(100 * (sft[k] - res[stage][k]), 1) for k in sets if k.endswith("_agreed")}
+        for stage in ckpts
+        if sft
+    }
+    return {"accuracy": res, "forgetting_points": forgetting}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("sft", type=Path)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--stages", default="dpo,grpo")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument(
+        "--trial", action="append", default=[],
+        help="k=v,k=v: one setting on top of --set (repeatable; one process, one data set)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--mix", default="",
+        help="w,w,...: also score each tuned router mixed with SFT (w * tuned + (1-w) * SFT)",
+    )  # fmt: skip
+    ap.add_argument("--eval", action="store_true", help="also score the evaluation sets")
+    ap.add_argument(
+        "--tuned", action="append", default=[],
+        help="stage=DIR: an already tuned router of a quickstart run (no training)",
+    )  # fmt: skip
+    ap.add_argument("--data", type=Path, help="that run's OUT/data (else generated anew)")
     args = ap.parse_args(argv)
-    cfg = validate(QuickstartConfig, apply_overrides({}, args.overrides), source="--set")
-    data = prepare_data(args.out, cfg, get_host().catalog)
-    ckpt = stage_dpo(args.out, cfg, data, args.sft) if cfg.dpo_steps > 0 else args.sft
-    if cfg.grpo_steps > 0:
-        ckpt = stage_grpo(args.out, cfg, data, ckpt)
-    val_gen = list(data["splits"]["val"])
-    val_hw = packaged.load("handwritten_val")
-    logs_val = read_examples(data["compiled"] / "heldout" / "routing_examples.jsonl")
+    catalog = get_host().catalog
+    base = validate(QuickstartConfig, apply_overrides({}, args.overrides), source="--set")
+    data = existing_data(args.data, catalog) if args.data else prepare_data(args.out, base, catalog)
     sets = {
-        "val_agreed": agreed(val_gen),
-        "val_hw_agreed": agreed(val_hw),
-        "val_creators_finals": logs_val,
+        "val_agreed": agreed(list(data["splits"]["val"])),
+        "val_hw_agreed": agreed(packaged.load("handwritten_val")),
+        "val_creators_finals": read_examples(
+            data["compiled"] / "heldout" / "routing_examples.jsonl"
+        ),
     }
-    res: dict[str, dict[str, float]] = {}
-    for name, path in (("sft", args.sft), ("tuned", ckpt)):
-        router = Router.load(path)
-        router.calibration = None
-        res[name] = {
-            k: evaluate_router(router, v, batch_size=128)[0]["exact_plan_accuracy"]
-            for k, v in sets.items()
+    if args.eval:
+        ev = data["eval_sets"]
+        sets |= {
+            "heldout_agreed": agreed(ev["heldout"]),
+            "hw_v1_agreed": agreed(ev["handwritten"]),
+            "hw_v2_agreed": agreed(ev["handwritten_v2"]),
+            "creators_eval": ev["creators"],
         }
-    forget = {k: res["sft"][k] - res["tuned"][k] for k in ("val_agreed", "val_hw_agreed")}
-    print(json.dumps({"overrides": args.overrides, "checkpoint": str(ckpt), **res,
-                      "forgetting": forget}, indent=1))  # fmt: skip
-    (args.out / "forgetting.json").write_text(
-        json.dumps({"overrides": args.overrides, "checkpoint": str(ckpt), **res,
-                    "forgetting": forget}, indent=1), encoding="utf-8")  # fmt: skip
+    sft = score({"sft": args.sft}, sets, {})["accuracy"]["sft"]
+    trials = []
+    for i, trial in enumerate(args.trial or [""]):
+        extra = [t for t in trial.split(",") if t]
+        cfg = validate(
+            QuickstartConfig, apply_overrides({}, args.overrides + extra), source="--trial"
+        )
+        run = args.out / f"trial{i}"
+        ckpts: dict[str, Path] = {k: Path(v) for k, v in (t.split("=", 1) for t in args.tuned)}
+        for stage in [x for x in args.stages.split(",") if x]:
+            start = ckpts.get("dpo", args.sft) if stage == "grpo" else args.sft
+            ckpts[stage] = STAGES[stage](run, cfg, data, start, catalog)
+        for w in [float(x) for x in args.mix.split(",") if x]:
+            for stage in [k for k in ckpts if "@" not in k]:
+                ckpts[f"{stage}@{w}"] = interpolate_bundles(
+                    args.sft, ckpts[stage], weight=w, out=run / f"mix-{stage}-{w}"
+                )
+        trials.append({"trial": extra, **score(ckpts, sets, sft)})
+        print(json.dumps(trials[-1]), flush=True)
+    out = {
+        "sft_checkpoint": str(args.sft),
+        "overrides": args.overrides,
+        "stages": args.stages,
+        "sizes": {k: len(v) for k, v in sets.items()},
+        "sft": sft,
+        "trials": trials,
+    }
+    print(json.dumps(out, indent=1))
+    (args.out / "forgetting.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
     return 0
 
 

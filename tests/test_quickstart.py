@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 from studio_align.intents.router import Router
 from studio_align.quickstart import QuickstartConfig, run_quickstart
@@ -14,7 +17,7 @@ TINY = QuickstartConfig(
     model={"d_model": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "head_dim": 16,
            "d_ff": 64, "max_seq_len": 128},
     batch_size=8, sft_steps=4, dpo_steps=2, kto_steps=2, grpo_steps=1, grpo_group=2,
-    grpo_prompts=2, preference="dpo+kto", grading=False, flow=False,
+    grpo_prompts=2, preference="dpo+kto", grading=False, flow=False, tuned_weight=0.5,
 )  # fmt: skip
 
 
@@ -29,6 +32,15 @@ def test_quickstart_pipeline_tiny(tmp_path) -> None:
         row = s.row()
         assert row["validity_rate"] == 1.0
         assert 0.0 <= row["creator_agreement"] <= 1.0
+    # tuned_weight 0.5: each preference stage delivers the mean of its weights and SFT's,
+    # and the next stage trains from the unmixed checkpoint
+    sft = load_file(str(Path(res.stages[0].checkpoint) / "params.safetensors"))
+    for s in res.stages[1:]:
+        assert s.checkpoint != s.trained and Path(s.checkpoint).name == "mixed"
+        tuned = load_file(str(Path(s.trained) / "params.safetensors"))
+        mixed = load_file(str(Path(s.checkpoint) / "params.safetensors"))
+        for k in sft:
+            np.testing.assert_allclose(mixed[k], 0.5 * sft[k] + 0.5 * tuned[k], atol=1e-6)
     assert res.router is not None and (res.router / "router.json").exists()
     assert (res.router / "calibration.json").exists()  # fitted on validation, served with it
     assert Router.load(res.router).calibration is not None

@@ -52,7 +52,10 @@ def test_route_returns_a_valid_plan_with_confidence(server) -> None:
     )
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body) == {"plan", "confidence", "abstain", "model_version", "latency_ms"}
+    assert set(body) == {
+        "plan", "confidence", "abstain", "reason", "source", "model_version", "latency_ms"
+    }  # fmt: skip
+    assert body["source"] == "model"  # no memory in this checkpoint
     assert CAT.is_valid(body["plan"], ["image"])
     assert 0.0 < body["confidence"] <= 1.0
     assert body["abstain"] == (body["confidence"] < THRESHOLD)

@@ -59,6 +59,16 @@ class RoutingDecisions:
             out.append(analyse(self, prompts, [[] for _ in chunk], inits).hidden)
         return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
+    def warm_decisions(self, prompts: list[list[int]], inits: list[int]) -> None:
+        """Compile `decide`'s scoring pass for these prompts' shapes (`Router.warmup`), with
+        and without a plan appended (prompt + plan may cross into the next length bucket);
+        nothing to do without a calibration or memory, when `route` never runs it."""
+        if self.calibration is None and self.memory is None:
+            return
+        step = int(self.grammar.step_ids[0])
+        for comp in ([], [step]):
+            analyse(self, prompts, [comp] * len(prompts), inits)
+
     def decide(
         self,
         requests: Sequence[Any],
@@ -79,8 +89,13 @@ class RoutingDecisions:
             cal = self.calibration
             conf = cal.confidence(an.step_logits, an.actions) if cal is not None else raw
             unfam = cal.unfamiliarity(an.hidden) if cal is not None else np.zeros(len(chunk))
-            for i, (req, comp) in enumerate(zip(chunk, comps, strict=True)):
-                atts = request_fields(req)[1]
+            atts_of = [request_fields(req)[1] for req in chunk]
+            hits = (
+                self.memory.lookup_many(an.hidden, creators[s : s + len(chunk)], atts_of)
+                if self.memory is not None
+                else [None] * len(chunk)
+            )
+            for i, (comp, atts) in enumerate(zip(comps, atts_of, strict=True)):
                 if not self.grammar.accepts(comp, atts):
                     raise RuntimeError(f"decoder produced a plan outside the grammar: {comp}")
                 plan = [id_to_step[t] for t in comp if t in id_to_step]
@@ -93,9 +108,7 @@ class RoutingDecisions:
                     "source": "model",
                     "memory_similarity": None,
                 }
-                hit = None
-                if self.memory is not None:
-                    hit = self.memory.lookup(an.hidden[i], creators[s + i], atts)
+                hit = hits[i]
                 if hit is not None and self.catalog.is_valid(hit.plan, atts):
                     d.update(
                         plan=list(hit.plan),

@@ -16,8 +16,10 @@ always valid for the request (checked again by the caller).
 Design choices:
 - Bounded: at most `per_creator` exemplars per creator and `capacity` in all; the
   oldest goes first (a creator's taste drifts; recent feedback wins).
-- Exact search over a dense matrix: with thousands of 128-d exemplars one matrix-vector
-  product is well under a millisecond, so no approximate index is needed at this size.
+- Exact search over a dense, preallocated matrix: with thousands of 128-d exemplars one
+  [batch, D] x [D, N] product serves a whole batch in well under a millisecond, so no
+  approximate index is needed at this size; creators and attachment sets are integer
+  codes, compared as arrays.
 - Persisted beside the router checkpoint (`memory.npz` + `memory.json`) and reloaded
   by `Router.load`; the thresholds are saved with it.
 """
@@ -70,21 +72,28 @@ class ExemplarMemory:
         self.min_votes = min_votes
         self.per_creator = per_creator
         self.capacity = capacity
-        self._emb: list[np.ndarray] = []
+        # rows [0, n) of preallocated arrays (grown by doubling): unit embeddings, and the
+        # creator and attachment set as integer codes, so a lookup is one matrix product
+        # and integer comparisons, never a Python loop over exemplars
+        self._n = 0
+        self._mat = np.zeros((0, 0), np.float32)
+        self._creator_code = np.zeros(0, np.int32)
+        self._att_code = np.zeros(0, np.int32)
         self._plans: list[tuple[str, ...]] = []
         self._creators: list[str] = []
         self._atts: list[str] = []
+        self._codes: dict[str, int] = {}
         self._count: Counter[str] = Counter()
-        self._matrix: np.ndarray | None = None  # cached stacks, rebuilt after a change
-        self._att_arr: np.ndarray = np.zeros(0, object)
-        self._creator_arr: np.ndarray = np.zeros(0, object)
 
     def __len__(self) -> int:
-        return len(self._plans)
+        return self._n
 
     def settings(self) -> dict[str, Any]:
         keys = ("creator_sim", "population_sim", "k", "min_votes", "per_creator", "capacity")
         return {k: getattr(self, k) for k in keys}
+
+    def _code(self, key: str) -> int:
+        return self._codes.setdefault(key, len(self._codes))
 
     def add(
         self,
@@ -95,48 +104,92 @@ class ExemplarMemory:
     ) -> None:
         """Remember one outcome; evicts the creator's (then anyone's) oldest beyond the bounds."""
         c = creator or ""
-        self._emb.append(_unit(embedding))
+        e = _unit(embedding).reshape(-1)
+        if self._n == len(self._mat) or self._mat.shape[1] != e.shape[0]:
+            if self._n and self._mat.shape[1] != e.shape[0]:
+                raise ValueError(
+                    f"embedding has {e.shape[0]} dims, the memory {self._mat.shape[1]}"
+                )
+            grow = max(64, 2 * len(self._mat))
+            mat = np.zeros((grow, e.shape[0]), np.float32)
+            if self._n:
+                mat[: self._n] = self._mat[: self._n]
+            self._mat = mat
+            self._creator_code = np.resize(self._creator_code, grow)
+            self._att_code = np.resize(self._att_code, grow)
+        atts = ",".join(sorted(attachments))
+        i = self._n
+        self._mat[i] = e
+        self._creator_code[i] = self._code("c:" + c)
+        self._att_code[i] = self._code("a:" + atts)
+        self._n += 1
         self._plans.append(tuple(plan))
         self._creators.append(c)
-        self._atts.append(",".join(sorted(attachments)))
+        self._atts.append(atts)
         self._count[c] += 1
         if c and self._count[c] > self.per_creator:
             self._drop(self._creators.index(c))
-        if len(self._plans) > self.capacity:
+        if self._n > self.capacity:
             self._drop(0)
-        self._matrix = None
 
     def _drop(self, i: int) -> None:
+        n = self._n
+        for arr in (self._mat, self._creator_code, self._att_code):
+            arr[i : n - 1] = arr[i + 1 : n]
+        self._n -= 1
         self._count[self._creators[i]] -= 1
-        for xs in (self._emb, self._plans, self._creators, self._atts):
-            del xs[i]  # type: ignore[attr-defined]
+        for xs in (self._plans, self._creators, self._atts):
+            del xs[i]
 
     def lookup(
         self, embedding: np.ndarray, creator: str | None, attachments: Sequence[str]
     ) -> MemoryHit | None:
         """The remembered plan for a request, or None when no exemplar is close enough."""
-        if not self._plans:
-            return None
-        if self._matrix is None:
-            self._matrix = np.stack(self._emb)
-            self._att_arr = np.array(self._atts, object)
-            self._creator_arr = np.array(self._creators, object)
-        sims = self._matrix @ _unit(embedding)
-        same = self._att_arr == ",".join(sorted(attachments))
-        if creator:
-            own = same & (self._creator_arr == creator)
+        return self.lookup_many(np.asarray(embedding)[None, :], [creator], [attachments])[0]
+
+    def lookup_many(
+        self,
+        embeddings: np.ndarray,
+        creators: Sequence[str | None],
+        attachments: Sequence[Sequence[str]],
+    ) -> list[MemoryHit | None]:
+        """`lookup` for a batch: one [B, D] x [D, N] product for all requests."""
+        if not self._n:
+            return [None] * len(creators)
+        emb = np.asarray(embeddings, np.float32)
+        emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-8)
+        sims_all = emb @ self._mat[: self._n].T  # [B, N]
+        att_codes = self._att_code[: self._n]
+        creator_codes = self._creator_code[: self._n]
+        out: list[MemoryHit | None] = []
+        for sims, creator, atts in zip(sims_all, creators, attachments, strict=True):
+            code = self._codes.get("a:" + ",".join(sorted(atts)))
+            if code is None:
+                out.append(None)
+                continue
+            same = att_codes == code
+            out.append(self._pick(sims, same, creator, creator_codes))
+        return out
+
+    def _pick(
+        self, sims: np.ndarray, same: np.ndarray, creator: str | None, creator_codes: np.ndarray
+    ) -> MemoryHit | None:
+        ccode = self._codes.get("c:" + creator) if creator else None
+        if ccode is not None:
+            own = same & (creator_codes == ccode)
             if own.any():
                 i = int(np.argmax(np.where(own, sims, -2.0)))
                 if sims[i] >= self.creator_sim:
                     return MemoryHit(self._plans[i], float(sims[i]), "creator_memory")
         cand = np.where(same & (sims >= self.population_sim), sims, -2.0)
-        top = [int(i) for i in np.argsort(-cand)[: self.k] if cand[i] > -2.0]
-        if len(top) < self.min_votes:
+        n_cand = int((cand > -2.0).sum())
+        if n_cand < self.min_votes:
             return None
-        plan, votes = Counter(self._plans[i] for i in top).most_common(1)[0]
+        top = np.argsort(-cand)[: min(self.k, n_cand)]
+        plan, votes = Counter(self._plans[int(i)] for i in top).most_common(1)[0]
         if votes < self.min_votes or votes * 2 <= len(top):
             return None
-        sim = float(np.mean([sims[i] for i in top if self._plans[i] == plan]))
+        sim = float(np.mean([sims[i] for i in top if self._plans[int(i)] == plan]))
         return MemoryHit(plan, sim, "population_memory")
 
     # -- persistence ---------------------------------------------------------------------------
@@ -144,8 +197,7 @@ class ExemplarMemory:
     def save(self, directory: str | Path) -> Path:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        emb = np.stack(self._emb) if self._emb else np.zeros((0, 0), np.float32)
-        np.savez(d / MEMORY_ARRAYS, embeddings=emb)
+        np.savez(d / MEMORY_ARRAYS, embeddings=self._mat[: self._n])
         meta = {
             "format": 1,
             "settings": self.settings(),
@@ -169,11 +221,10 @@ class ExemplarMemory:
             n = len(meta["plans"])
             if len(emb) != n or len(meta["creators"]) != n or len(meta["attachments"]) != n:
                 raise ValueError("arrays and metadata disagree on the number of exemplars")
-            mem._emb = [np.asarray(e, np.float32) for e in emb]
-            mem._plans = [tuple(p) for p in meta["plans"]]
-            mem._creators = list(meta["creators"])
-            mem._atts = list(meta["attachments"])
-            mem._count = Counter(mem._creators)
+            for e, plan, c, atts in zip(
+                emb, meta["plans"], meta["creators"], meta["attachments"], strict=True
+            ):
+                mem.add(e, plan, c or None, [a for a in atts.split(",") if a])
             return mem
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, OSError) as e:
             raise CheckpointError(f"{f}: invalid exemplar memory ({e})") from e

@@ -179,7 +179,6 @@ class Router(RoutingDecisions):
         self.decode = decode
         if decode in ("auto", "sampler"):
             try:
-
                 self._sampler = Sampler.for_tokenizer(model, tokenizer, snapshot=True)
             except ImportError:
                 if decode == "sampler":
@@ -202,7 +201,6 @@ class Router(RoutingDecisions):
         model: Any
         tok: Any
         if not (d / "bundle.json").exists() and (d / "config.json").exists():
-
             hf = load_hf(d)
             model, tok = hf.model, hf.tokenizer
         else:
@@ -237,7 +235,6 @@ class Router(RoutingDecisions):
         """Re-read the model's weights (after training it in place)."""
         self._graphdef, self._state = nnx.split(self.model)
         if self._sampler is not None:
-
             self._sampler = Sampler.for_tokenizer(self.model, self.tokenizer, snapshot=True)
 
     def encode(self, requests: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
@@ -394,4 +391,5 @@ class Router(RoutingDecisions):
             for n in lengths:
                 prompt = [bos, *([pad] * (n - 2)), plan]
                 self._route_prompts([prompt] * b, [init] * b)
+                self.warm_decisions([prompt] * b, [init] * b)
         return time.perf_counter() - t0

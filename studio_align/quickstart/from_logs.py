@@ -217,22 +217,27 @@ def train_router_from_logs(
         + ", ".join(f"{k} ({len(v)})" for k, v in data["eval_sets"].items()))  # fmt: skip
     timings = {"data": time.perf_counter() - t0}
     stages: list[StageResult] = []
-    current: Path | None = cfg.init_from
+    current: Path | None = cfg.init_from  # what the next stage trains from
+    delivered: Path | None = None  # the last stage's router (mixed back: tuned_weight)
+    sft: Path | None = cfg.init_from  # what preference stages are mixed back towards
     for i, name in enumerate(plan, start=2):
         log(f"[{i}/{total}] {name}: training ...")
         if (out / "stages" / name).exists():  # a rerun into OUT starts the stage afresh
             shutil.rmtree(out / "stages" / name)
-        res = run_stage(name, out, cfg, data, current, catalog, missing, log)
+        res = run_stage(name, out, cfg, data, current, catalog, missing, log, sft)
         stages.append(res)
-        if res.checkpoint is not None:
-            current = Path(res.checkpoint)
+        if res.trained is not None:
+            current = Path(res.trained)  # the next stage trains from the unmixed router
+            delivered = Path(res.checkpoint or res.trained)
+            if name == "sft":
+                sft = current
     log(f"[{total}/{total}] report ...")
     router_dir = page = None
-    if current is not None and current != cfg.init_from:
+    if delivered is not None:
         router_dir = out / "router"
         if router_dir.exists():
             shutil.rmtree(router_dir)
-        shutil.copytree(current, router_dir)
+        shutil.copytree(delivered, router_dir)
         intro = [
             f"Main figures: the final router ({stages[-1].stage}) against `creators`: "
             + ("the given evaluation file." if "creators" in cfg.eval else

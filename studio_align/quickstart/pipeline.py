@@ -51,7 +51,7 @@ from studio_align.quickstart.report import (
     summary_line,
     write_pipeline_report,
 )
-from studio_align.quickstart.stages import STAGES, stage_plan
+from studio_align.quickstart.stages import STAGES, mixed_with_sft, stage_plan
 from studio_align.training.progress import heartbeat
 
 
@@ -62,14 +62,17 @@ def _count_lines(path: Path) -> int:
 
 def run_stage(
     name: str, out: Path, cfg: RouterSettings, data: dict[str, Any], current: Path | None,
-    catalog: Catalog, missing: list[str], log: Log,
+    catalog: Catalog, missing: list[str], log: Log, sft: Path | None = None,
 ) -> StageResult:  # fmt: skip
     """Train stage `name` from `current`, then calibrate and evaluate it; a failure is
     recorded in `missing` (traceback in OUT/<stage>_error.txt), never raised."""
     res = StageResult(stage=name)
     t = time.perf_counter()
     try:
-        ckpt = STAGES[name](out, cfg, data, current, catalog)
+        res.trained = str(STAGES[name](out, cfg, data, current, catalog))
+        ckpt = Path(res.trained)
+        if name != "sft" and sft is not None:
+            ckpt = mixed_with_sft(cfg, sft, ckpt)
     except Exception as e:  # a broken stage must not hide the others' results
         res.status = "failed"
         missing.append(f"{name}: failed ({type(e).__name__}: {e})")
@@ -121,7 +124,9 @@ def run_quickstart(
     )
     stages: list[StageResult] = []
     missing: list[str] = []
-    current: Path | None = None
+    current: Path | None = None  # what the next stage starts from
+    delivered: Path | None = None  # the last stage's router (mixed with SFT: tuned_weight)
+    sft: Path | None = None
     for i, name in enumerate(plan, start=2):
         if name != "sft" and current is None:
             stages.append(StageResult(stage=name, status="skipped"))
@@ -129,10 +134,13 @@ def run_quickstart(
             log(f"[{i}/{total}] {name}: skipped, nothing to start from")
             continue
         log(f"[{i}/{total}] {name}: training ...")
-        res = run_stage(name, out, cfg, data, current, catalog, missing, log)
+        res = run_stage(name, out, cfg, data, current, catalog, missing, log, sft)
         stages.append(res)
-        if res.checkpoint is not None:
-            current = Path(res.checkpoint)
+        if res.trained is not None:
+            current = Path(res.trained)  # the next stage trains from the unmixed router
+            delivered = Path(res.checkpoint or res.trained)
+            if name == "sft":
+                sft = current
 
     flow: dict[str, Any] | None = None
     if cfg.flow:
@@ -154,11 +162,11 @@ def run_quickstart(
     log(f"[{total}/{total}] report ...")
     router_dir: Path | None = None
     page: Path | None = None
-    if current is not None:
+    if delivered is not None:
         router_dir = out / "router"
         if router_dir.exists():
             shutil.rmtree(router_dir)
-        shutil.copytree(current, router_dir)
+        shutil.copytree(delivered, router_dir)
         try:
             with heartbeat("report", "scoring the final router and drawing the report"):
                 page = write_pipeline_report(

@@ -13,6 +13,7 @@ from typing import Any
 from studio_align.catalog import Catalog
 from studio_align.errors import ConfigError
 from studio_align.intents.task import RouterTask
+from studio_align.models.interpolate import interpolate_bundles
 from studio_align.quickstart.config import RouterSettings
 from studio_align.training.dpo import DPORunConfig, train_dpo
 from studio_align.training.grpo_run import GRPORunConfig, train_grpo
@@ -27,6 +28,16 @@ def _run_cfg(cfg: RouterSettings, run_dir: Path, steps: int, lr: float) -> dict[
         "optim": {"learning_rate": lr, "warmup_steps": min(20, steps // 10)},
         "checkpoint": {"every": 0, "resume": False, "async_save": False},
     }
+
+
+def mixed_with_sft(cfg: RouterSettings, sft: Path, tuned: Path) -> Path:
+    """The router a preference stage delivers: its weights mixed back towards SFT's,
+    `tuned_weight * tuned + (1 - tuned_weight) * sft` (WiSE-FT: keeps label accuracy where
+    creators agree with the labels), written beside the trained one; the next stage still
+    trains from the unmixed checkpoint. `tuned_weight = 1`: the trained one itself."""
+    if cfg.tuned_weight >= 1.0:
+        return tuned
+    return interpolate_bundles(sft, tuned, weight=cfg.tuned_weight, out=tuned.parent / "mixed")
 
 
 def _start(start: Path | None, data: dict[str, Any]) -> dict[str, Any]:

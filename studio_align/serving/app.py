@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -50,6 +49,7 @@ from studio_align.serving.feedback import (
 from studio_align.serving.guard import Guard
 from studio_align.serving.health import ProbeFailed, probe
 from studio_align.serving.metrics import CONTENT_TYPE, Metrics
+from studio_align.serving.routing import ModelGate, Routed
 from studio_align.serving.schemas import (
     BatchRouteRequest,
     BatchRouteResponse,
@@ -128,33 +128,24 @@ class _State:
         self.ready = Readiness(total=len(self.sizes) if cfg.warmup else 0)
         self.degraded: str | None = None
         self.reload_lock = asyncio.Lock()
-        self.batcher: DynamicBatcher[dict[str, Any], tuple[list[str], float | None, str]] = (
-            DynamicBatcher(
-                self._route_batch,
-                max_batch=cfg.max_batch,
-                max_wait_ms=cfg.max_wait_ms,
-                on_batch=self.metrics.record_batch,
-            )
+        self.gate = ModelGate()
+        self.batcher: DynamicBatcher[dict[str, Any], Routed] = DynamicBatcher(
+            self._route_batch,
+            max_batch=cfg.max_batch,
+            max_wait_ms=cfg.max_wait_ms,
+            on_batch=self.metrics.record_batch,
         )
 
-    def _route_batch(
-        self, items: list[dict[str, Any]]
-    ) -> list[tuple[list[str], float | None, str]]:
+    def _route_batch(self, items: list[dict[str, Any]]) -> list[Routed]:
         router = self.router  # one reference for the whole batch: reload-safe
         assert router is not None
         size = next(b for b in self.sizes if b >= len(items))
         padded = items + [items[-1]] * (size - len(items))
-        plans, confs = router.route(padded)
-        out: list[tuple[list[str], float | None, str]] = []
-        for p, c in zip(plans[: len(items)], confs[: len(items)], strict=True):
-            conf = float(c)
-            if not math.isfinite(conf):
-                self.metrics.nonfinite.inc()
-                if self.router is router:
-                    self.degraded = "the model produced a non-finite confidence"
-                out.append((p, None, router.version))
-            else:
-                out.append((p, conf, router.version))
+        out = self.gate.route(router, padded)[: len(items)]
+        if any(r.confidence is None for r in out):
+            self.metrics.nonfinite.inc(sum(r.confidence is None for r in out))
+            if self.router is router:
+                self.degraded = "the model produced a non-finite confidence"
         return out
 
     def load(self, checkpoint: str, progress: Callable[[int, int], None] | None = None) -> Any:
@@ -211,6 +202,8 @@ def create_app(
             if task is not None:
                 task.cancel()
         await state.batcher.stop()
+        if state.router is not None and cfg.remember_feedback:
+            state.gate.save_memory(state.router, state.checkpoint)
 
     app = FastAPI(title="studio-align router", version=__version__, lifespan=lifespan)
     app.state.serve = state
@@ -224,16 +217,22 @@ def create_app(
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail), exc.headers)
 
-    def _response(result: tuple[list[str], float | None, str], start: float) -> RouteResponse:
-        plan, conf, version = result
-        abstain = conf is None or conf < cfg.abstain_below
-        if abstain:
+    def _response(result: Routed, start: float) -> RouteResponse:
+        conf, reason = result.confidence, result.reason
+        below = cfg.abstain_below if cfg.abstain_below is not None else (
+            None if result.decided else 0.5
+        )  # fmt: skip
+        if conf is None or (reason is None and below is not None and conf < below):
+            reason = "low_confidence"
+        if reason is not None:
             state.metrics.abstains.inc()
         return RouteResponse(
-            plan=plan,
+            plan=result.plan,
             confidence=0.0 if conf is None else conf,
-            abstain=abstain,
-            model_version=version,
+            abstain=reason is not None,
+            reason=reason,
+            source=result.source,
+            model_version=result.version,
             latency_ms=(time.perf_counter() - start) * 1000.0,
         )
 
@@ -272,7 +271,7 @@ def create_app(
     async def feedback(body: FeedbackRequest) -> FeedbackResponse:
         catalog = state.router.catalog if state.router is not None else Catalog()
         event = route_event(
-            request=body.request.model_dump(),
+            request=body.request.model_dump(exclude={"creator"}),
             proposed=body.proposed,
             final=body.final,
             outcome=body.outcome,
@@ -288,6 +287,8 @@ def create_app(
         except DuplicateEventError as e:
             raise HTTPException(409, str(e)) from None
         (state.metrics.feedback if written else state.metrics.feedback_duplicates).inc()
+        if written and state.router is not None and cfg.remember_feedback:
+            await asyncio.to_thread(state.gate.remember, state.router, event)
         return FeedbackResponse(id=event["id"], written=written)
 
     @app.get("/healthz", response_model=HealthResponse, responses={503: {"model": HealthResponse}})

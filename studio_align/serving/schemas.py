@@ -27,12 +27,16 @@ class RouteRequest(log_schemas.RouteRequest):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     attachments: list[log_schemas.AttachmentKind] = Field(default_factory=list, max_length=8)
+    # who asked: selects that creator's exemplars in the router's memory (docs/router.md)
+    creator: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class RouteResponse(BaseModel):
-    plan: list[str]
+    plan: list[str]  # the best plan, also when abstaining (a suggestion to confirm)
     confidence: float
     abstain: bool
+    reason: Literal["low_confidence", "unfamiliar_request"] | None = None
+    source: Literal["model", "creator_memory", "population_memory"] = "model"
     model_version: str
     latency_ms: float
 

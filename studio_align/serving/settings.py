@@ -41,7 +41,10 @@ class ServeConfig(Strict):
     port: int = Field(8000, ge=0, le=65535)
     feedback_log: str | None = None  # default: feedback_dir / route_events.jsonl
     feedback_dir: str | None = None  # default: <checkpoint parent>/feedback
-    abstain_below: float = Field(0.5, ge=0.0, le=1.0)
+    # None: the checkpoint's own decision (thresholds fitted on validation and saved with
+    # its calibration), 0.5 for a router without one; a number applies on top of either
+    abstain_below: float | None = Field(None, ge=0.0, le=1.0)
+    remember_feedback: bool = True  # accepted / re-routed feedback -> exemplar memory
     max_batch: int = Field(64, ge=1, le=1024)
     # Batches are padded up to one of these sizes (repeating the last request), so only a
     # few shapes are ever compiled; batch compute on CPU barely grows within a bucket.
