@@ -38,9 +38,11 @@ from typing import Literal
 from pydantic import Field
 
 from studio_align.config import Strict
+from studio_align.models.sharding import MeshConfig
 from studio_align.reward_models.train import FitSection, GateConfig, HeadConfig
 from studio_align.rewards import RewardCallConfig
 from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.distributed import DistributedConfig
 from studio_align.training.grpo import GRPOConfig
 from studio_align.training.optim import OptimConfig
 
@@ -139,3 +141,6 @@ class GradingRunConfig(Strict):
     grpo: GRPOSection = Field(default_factory=GRPOSection)
     dpo: DPOSection = Field(default_factory=DPOSection)
     checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig(every=50, keep=2))
+    # the sections every run config shares: device mesh and multi-host start-up
+    mesh: MeshConfig = Field(default_factory=MeshConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)

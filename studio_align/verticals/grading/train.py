@@ -36,6 +36,7 @@ from studio_align.plugins import get_host
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.reward_models.train import EncoderConfig, RewardTrainConfig, train_reward
 from studio_align.training.batches import ArrayBatches
+from studio_align.training.distributed import maybe_initialize
 from studio_align.training.grpo import GRPOTrainer, plugin_reward_fn
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.verticals.grading.color import mean_delta_e
@@ -63,6 +64,8 @@ def _loop_cfg(cfg: GradingRunConfig, stage: str, steps: int, batch_size: int) ->
         run_dir=cfg.run_dir / stage,
         train=TrainConfig(steps=steps, batch_size=batch_size, seed=cfg.seed, log_every=10),
         checkpoint=cfg.checkpoint,
+        mesh=cfg.mesh,
+        distributed=cfg.distributed,
     )
 
 
@@ -122,6 +125,7 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     """Run every stage (see the module docstring); returns the report (`run_dir/report.json`)."""
     if host is None:
         host = get_host()
+    maybe_initialize(cfg.distributed)
     t0 = time.perf_counter()
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
@@ -272,6 +276,7 @@ def _grpo(
         run_dir=cfg.run_dir / "grpo",
         fire_hook=True,
         checkpoint=cfg.checkpoint,
+        mesh=cfg.mesh,
     )
     result = trainer.train()  # its own progress bar / heartbeat lines
     hist = result.history
