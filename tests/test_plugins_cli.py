@@ -60,7 +60,11 @@ def test_plugins_list_shows_builtins(runner):
     plugins = plugins_json(runner)
     routing = plugins["routing"]
     assert routing["origin"] == "builtin"
-    assert routing["hooks"] == ["studio_align_register_rewards", "studio_align_register_tasks"]
+    assert routing["hooks"] == [
+        "studio_align_register_bundle_classes",
+        "studio_align_register_rewards",
+        "studio_align_register_tasks",
+    ]
     assert routing["rewards"] == ["intent_accuracy", "plan_validity"]
     assert "grading.film" in plugins["catalog"]["engines"]
     text = runner.invoke(main, ["plugins", "list"])

@@ -36,6 +36,7 @@ from studio_align.models.sharding import batch_parallelism, make_mesh
 from studio_align.reward_models.preference import PairData, PreferenceModel
 from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
+from studio_align.training.metrics import read_metrics
 from studio_align.training.optim import OptimConfig
 
 
@@ -173,4 +174,6 @@ def fit_preference(
             run_cfg,
             name="reward",
         )
-    return [float(h["loss"]) for h in result.history if "loss" in h]
+        # the whole run's curve, also when this call resumed (or found the run finished)
+        records = read_metrics(run_cfg.run_dir) if run is not None else result.history
+    return [float(h["loss"]) for h in records if h.get("loss") is not None]

@@ -257,7 +257,7 @@ def train_reward(cfg: RewardTrainConfig, *, host: Any = None) -> dict[str, Any]:
             "cache_hits": cached.stats.hits,
             "cache_misses": cached.stats.misses,
         },
-        "loss": {"first": losses[0], "last": losses[-1]},
+        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
         "train": train_acc,
         "heldout": held_acc,
         "gate": {"floor": cfg.gate.min_heldout_accuracy, "accuracy": acc, "passed": passed},
