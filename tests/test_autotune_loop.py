@@ -99,6 +99,7 @@ def _studio_align() -> str:
     return str(Path(sys.executable).with_name("studio-align"))
 
 
+@pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_kill_mid_trial_and_resume(tmp_path):
     """SIGKILL the loop while trial 3 trains; the restart repeats no finished trial."""
     budget = {"trials": 4, "wall_clock_s": 600, "trial_timeout_s": 30}

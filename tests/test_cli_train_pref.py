@@ -50,6 +50,7 @@ def test_train_dpo_cli_and_reference_cache(workspace: Path) -> None:
     assert again["reference_cache_hit"] is True
 
 
+@pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_train_kto_cli(workspace: Path) -> None:
     out = _run(["train", "kto", *_common(workspace, "kto"), "--set", "train.steps=4",
                 "--set", "train.batch_size=8"])  # fmt: skip

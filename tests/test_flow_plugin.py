@@ -67,6 +67,7 @@ def test_unknown_tags_name_the_tag():
         encode("anime", [])
 
 
+@pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_checkpoint_round_trip(tmp_path):
     m = tiny_model(4)
     save_flow(m, tmp_path / "ck", {"trained_by": "test"})

@@ -280,6 +280,7 @@ _MESH_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_sharded_load_on_eight_cpu_devices(hf_dir: Path) -> None:
     env = {
         **os.environ,

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from flax import nnx
 from serving_helpers import make_router_checkpoint
 
@@ -55,6 +56,7 @@ def _route_log(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_dpo_starts_from_a_hugging_face_base(tmp_path: Path) -> None:
     texts = [normalize_text(e["request"]["text"]) for e in generate_examples(300, seed=3)]
     tok = Tokenizer.train(texts, vocab_size=400)

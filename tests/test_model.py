@@ -149,6 +149,7 @@ def test_cache_prefill_and_decode_equal_full_forward(window):
         np.testing.assert_allclose(jnp.stack(got[b]), full[n - 1 :], atol=2e-5)
 
 
+@pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_bfloat16_compute():
     cfg = ModelConfig.tiny(V, dtype="bfloat16", param_dtype="bfloat16")
     model = make(cfg)

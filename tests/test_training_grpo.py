@@ -267,6 +267,7 @@ def _table_history(mesh: dict | None = None, steps: int = 3) -> list[list[float]
     return [[h["loss"], h["reward/total/mean"], h["kl"]] for h in t.train().history]
 
 
+@pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_grpo_on_8_devices_matches_1_device(run_python_on_8_devices) -> None:
     """Same run on a (data 4, fsdp 2) mesh of 8 forced CPU devices: same losses."""
     import json

@@ -202,6 +202,7 @@ def test_train_sft_on_routing_examples_writes_a_router_checkpoint(tmp_path: Path
     assert router.model.cfg == load_model_bundle(res.checkpoint).config
 
 
+@pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_train_sft_cli(tmp_path: Path) -> None:
     import json
 

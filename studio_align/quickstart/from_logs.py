@@ -28,7 +28,6 @@ Design choices:
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import time
@@ -48,8 +47,8 @@ from studio_align.intents.creators import majority_plans
 from studio_align.intents.demo import read_examples
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import PipelineResult, RouterSettings, StageResult
-from studio_align.quickstart.pipeline import run_stage
-from studio_align.quickstart.report import Log, summary_line, write_pipeline_report
+from studio_align.quickstart.pipeline import finish_run, run_stage
+from studio_align.quickstart.report import Log, write_pipeline_report
 from studio_align.quickstart.stages import stage_plan
 from studio_align.training.progress import heartbeat
 
@@ -266,15 +265,4 @@ def train_router_from_logs(
         "data": counts,
         "figures": {s.stage: s.figures for s in stages},
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
-    log("")
-    for s in stages:
-        log(summary_line(s))
-    log(f"total {time.perf_counter() - t0:.0f}s")
-    if missing:
-        log("NOT RUN: " + "; ".join(missing))
-    if router_dir:
-        log(f"router checkpoint: {router_dir}")
-    if page:
-        log(f"report: {page}")
-    return PipelineResult(out=out, stages=stages, router=router_dir, report=page, missing=missing)
+    return finish_run(out, summary, stages, missing, router_dir, page, t0, log)

@@ -185,6 +185,15 @@ def run_quickstart(
         "grading": grading,
         "flow": flow,
     }
+    return finish_run(out, summary, stages, missing, router_dir, page, t0, log)
+
+
+def finish_run(
+    out: Path, summary: dict[str, Any], stages: list[StageResult], missing: list[str],
+    router_dir: Path | None, page: Path | None, t0: float, log: Log,
+) -> PipelineResult:  # fmt: skip
+    """Write OUT/summary.json, print the stage table and where things are (quickstart and
+    `train router --logs` end alike)."""
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
     log("")
     for s in stages:
