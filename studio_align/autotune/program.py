@@ -9,12 +9,9 @@ cannot change locked keys or the seed, and its wins must clear the same noise ma
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from studio_align.autotune.history import History
 from studio_align.autotune.space import Space, _fmt
-
-if TYPE_CHECKING:
-    from studio_align.autotune.proposers import History
 
 
 def render_program(space: Space, history: History) -> str:

@@ -26,33 +26,17 @@ import json
 import time
 import tomllib
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from studio_align.autotune.history import History, Proposal
 from studio_align.autotune.program import write_program
 from studio_align.autotune.space import Config, Param, Space, _flatten, _fmt
 from studio_align.errors import ConfigError
 
 PROPOSERS = ("tpe", "random", "sobol", "hill", "agent")
-
-
-@dataclass
-class Proposal:
-    config: Config
-    description: str
-
-
-@dataclass
-class History:
-    """What a proposer may look at: baseline, current best, finished trial records."""
-
-    baseline: Config
-    best: Config
-    best_mean: float | None = None
-    trials: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Proposer(Protocol):

@@ -20,6 +20,7 @@ Design choices:
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,9 +141,14 @@ def fit_preference(
     used = np.unique(np.concatenate([data.chosen, data.rejected, data.rated[:n_r]]))
     model.mean.value = jnp.asarray(feats[used].mean(0))
     model.std.value = jnp.asarray(feats[used].std(0) + 1e-4)
-    with tempfile.TemporaryDirectory(prefix="studio-align-fit-") as tmp:
+    scratch = (
+        contextlib.nullcontext(None)
+        if run is not None
+        else tempfile.TemporaryDirectory(prefix="studio-align-fit-")
+    )
+    with scratch as tmp:
         base = run or TrainRunConfig(
-            run_dir=Path(tmp), checkpoint=CheckpointConfig(every=0, async_save=False)
+            run_dir=Path(str(tmp)), checkpoint=CheckpointConfig(every=0, async_save=False)
         )
         par = batch_parallelism(make_mesh(base.mesh))
         width = max(min(cfg.batch_size, len(data)), min(cfg.batch_size, n_r), 1)
