@@ -253,3 +253,27 @@ def test_lora_training_updates_adapters_only(tmp_path: Path) -> None:
         )
     ]
     assert min(changed) > 0
+
+
+def test_trimmed_batches_keep_rows_and_loss() -> None:
+    """Cutting a batch's padding columns changes neither its rows nor its loss."""
+    from studio_align.training.batches import TrimmedBatches
+
+    pairs = _pairs(64)
+    arrays = encode_pairs(pairs, 48, PAD)  # far longer than any example (at most 8 tokens)
+    full = ArrayBatches(arrays, 16, seed=3)
+    cut = TrimmedBatches(full, 8)
+    assert cut.steps_per_epoch == full.steps_per_epoch
+    model = _model()
+    loss_fn = nnx.jit(sft_loss)
+    for step in (0, 5):
+        a, b = full(step), cut(step)
+        assert b["tokens"].shape == (16, 8)
+        np.testing.assert_array_equal(a["tokens"][:, :8], b["tokens"])
+        assert not a["attn"][:, 8:].any()
+        la, ma = loss_fn(model, {k: jnp.asarray(v) for k, v in a.items()})
+        lb, mb = loss_fn(model, {k: jnp.asarray(v) for k, v in b.items()})
+        assert float(lb) == pytest.approx(float(la), rel=1e-5)
+        assert float(mb["weight"]) == float(ma["weight"])
+    longest = TrimmedBatches(full, 64)(0)  # a multiple past the packed length: no cut
+    assert longest["tokens"].shape == (16, 48)

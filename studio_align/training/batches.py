@@ -7,7 +7,8 @@ exactly the batches the uninterrupted run would have. Plain iterables are accept
 (`as_source`); resuming one fast-forwards it by the number of batches already consumed.
 
 Every batch of a run has the same shapes (fixed `batch_size`, fixed padded length), so
-the jitted step compiles once.
+the jitted step compiles once, unless `TrimmedBatches` cuts each batch to its own padded
+length (one compile per length bucket, for much less work on short examples).
 """
 
 from __future__ import annotations
@@ -65,6 +66,39 @@ class ArrayBatches:
         order = self._order(epoch)
         idx = np.take(order, np.arange(k * self.batch_size, (k + 1) * self.batch_size), mode="wrap")
         return {name: a[idx] for name, a in self.arrays.items()}
+
+
+class TrimmedBatches:
+    """`source`'s batches with trailing all-padding columns cut, to a multiple of `multiple`.
+
+    Why: a run is packed to its longest example, but most examples are far shorter (the
+    quickstart's routing data: longest 96 tokens, median 25). Cutting each batch to its own
+    longest row, rounded up to `multiple`, skips the padding columns' work (~1.5x fewer
+    tokens per SFT step there) at one compile per distinct length. The batches hold the
+    same rows as `source`'s (resume stays exact), and for right-padded rows whose padding
+    carries no loss and is masked from attention the loss is the same.
+
+    Every `[B, T, ...]` field (T the `mask` field's length) is cut; others pass through.
+    """
+
+    def __init__(self, source: BatchSource, multiple: int, *, mask: str = "attn"):
+        if multiple < 1:
+            raise ValueError("multiple must be at least 1")
+        self.source, self.multiple, self.mask = source, multiple, mask
+        self.steps_per_epoch = getattr(source, "steps_per_epoch", None)
+
+    def __call__(self, step: int) -> HostBatch:
+        batch = self.source(step)
+        m = batch[self.mask]
+        full = m.shape[1]
+        used = np.flatnonzero(m.any(0))
+        need = int(used[-1]) + 1 if used.size else 1
+        length = min(full, -(-need // self.multiple) * self.multiple)
+        if length == full:
+            return batch
+        return {
+            k: v[:, :length] if v.ndim >= 2 and v.shape[1] == full else v for k, v in batch.items()
+        }
 
 
 class _IterableSource:

@@ -7,8 +7,9 @@ tokens; prompt and padding tokens carry no loss.
 
 Design choices:
 - Sequences are packed by `training.packing` (the same module the preference trainers
-  use), right-padded to one fixed length (the longest example, rounded up to a multiple
-  of 8, unless `data.max_len` says otherwise), so every step has the same shape.
+  use), right-padded to the longest example (rounded up to a multiple of 8, unless
+  `data.max_len` says otherwise); each batch is then cut to its own longest row, rounded
+  up to `data.bucket` tokens (`TrimmedBatches`): a few compiles, far fewer padding tokens.
 - The loss reports its token count as `metrics["weight"]`, which makes gradient
   accumulation exact for this token-weighted mean (see `accumulate.py`).
 - What is saved is the task's: for the router, a model bundle plus `router.json` at
@@ -32,7 +33,7 @@ from studio_align.errors import DataError
 from studio_align.models.logprobs import gather_logps
 from studio_align.models.transformer import positions_from_mask
 from studio_align.tasks import Pair
-from studio_align.training.batches import ArrayBatches
+from studio_align.training.batches import ArrayBatches, BatchSource, TrimmedBatches
 from studio_align.training.distributed import maybe_initialize
 from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
 from studio_align.training.packing import pack_completions
@@ -46,12 +47,20 @@ from studio_align.training.run import (
 )
 
 
+class SFTRecords(RecordsSection):
+    """`[data]` of SFT: the records, plus how tightly each batch is padded."""
+
+    # Each batch is cut to its longest example rounded up to this many tokens (one compile
+    # per length); 0: every batch at the run's padded length (one compile).
+    bucket: int = Field(default=16, ge=0)
+
+
 class SFTConfig(TrainRunConfig):
     """The run config of `studio-align train sft`."""
 
     task: str = "router"
     model: ModelSection = Field(default_factory=ModelSection)
-    data: RecordsSection = Field(default_factory=RecordsSection)
+    data: SFTRecords = Field(default_factory=SFTRecords)
 
 
 @dataclass
@@ -166,9 +175,11 @@ def train_sft(
     train_pairs = task.sft_pairs(start, examples)
     held_pairs = task.sft_pairs(start, heldout) if heldout else []
     max_len = cfg.data.max_len or padded_length([*train_pairs, *held_pairs])
-    batches = ArrayBatches(
+    batches: BatchSource = ArrayBatches(
         encode_pairs(train_pairs, max_len, pad_id), cfg.train.batch_size, seed=cfg.train.seed
     )
+    if cfg.data.bucket:
+        batches = TrimmedBatches(batches, cfg.data.bucket)
     eval_fn = (
         make_eval_fn(encode_pairs(held_pairs, max_len, pad_id), cfg.data.eval_batch_size)
         if held_pairs
