@@ -131,3 +131,23 @@ def test_packaged_sets_are_valid_and_balanced() -> None:
     assert len(v2) >= 200
     val_texts = {r["request"]["text"] for r in packaged.load("handwritten_val")}
     assert not val_texts & {r["request"]["text"] for r in v2}
+
+
+def test_evaluate_router_sets_matches_one_set_at_a_time(router) -> None:
+    """Routing the union of the sets' requests once gives each set its own figures."""
+    from studio_align.intents.evaluate import evaluate_router_sets
+
+    val = packaged.load("handwritten_val")[:8]
+    relabelled = [{**e, "plan": ["audio.music"]} for e in val]  # same requests, other gold
+    sets = {"a": val, "b": relabelled, "c": EXAMPLES[:8]}
+    for calibrated in (False, True):
+        if calibrated:
+            fit_calibration(router, EXAMPLES, val, target=0.9, n_train=300)
+        together = evaluate_router_sets(router, sets, batch_size=8)
+        for name, rows in sets.items():
+            alone, plans, confs = evaluate_router(router, rows, batch_size=8)
+            figs, p, c = together[name]
+            assert p == plans and c == pytest.approx(confs)
+            for key in ("exact_plan_accuracy", "step_f1", "ece"):
+                assert figs[key] == pytest.approx(alone[key])
+    router.calibration = None

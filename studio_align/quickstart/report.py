@@ -8,7 +8,7 @@ from typing import Any
 
 from studio_align.intents import eval as packaged
 from studio_align.intents.calibration import fit_calibration
-from studio_align.intents.evaluate import errors, evaluate_router
+from studio_align.intents.evaluate import errors, evaluate_router_sets
 from studio_align.intents.report import write_report
 from studio_align.intents.router import Router
 from studio_align.quickstart.config import QuickstartConfig, RouterSettings, StageResult
@@ -33,7 +33,7 @@ def evaluate_stage(
 ) -> dict[str, Any]:
     router = Router.load(checkpoint)
     return {
-        name: evaluate_router(router, rows, batch_size=batch_size)[0] for name, rows in sets.items()
+        name: r[0] for name, r in evaluate_router_sets(router, sets, batch_size=batch_size).items()
     }
 
 
@@ -72,12 +72,9 @@ def write_pipeline_report(
     plans) as the main figures, every other evaluation set beside it."""
     router = Router.load(router_dir)
     sets = data["eval_sets"]
-    main, plans, confs = evaluate_router(router, sets[main_set], batch_size=cfg.eval_batch_size)
-    extra = {
-        name: evaluate_router(router, rows, batch_size=cfg.eval_batch_size)[0]
-        for name, rows in sets.items()
-        if name != main_set
-    }
+    scored = evaluate_router_sets(router, sets, batch_size=cfg.eval_batch_size)
+    main, plans, confs = scored[main_set]
+    extra = {name: r[0] for name, r in scored.items() if name != main_set}
     ok = [s for s in stages if s.status == "ok"]
     if intro is None:
         n_eval = cfg.n_eval_creators if isinstance(cfg, QuickstartConfig) else "?"
