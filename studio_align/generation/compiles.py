@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Any
 
 import jax
 
@@ -28,7 +27,7 @@ _counts: Counter[str] = Counter()
 _installed = False
 
 
-def _listener(event: str, duration: float, **kwargs: Any) -> None:
+def _listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
     if event != _EVENT:
         return
     with _lock:

@@ -128,7 +128,7 @@ class Metrics:
         for gauge, fn in ((self._compiles, decode), (self._scoring_compiles, scoring),
                           (self._xla_compiles, xla)):  # fmt: skip
             if fn is not None:
-                gauge.set_function(lambda fn=fn: float(fn()))
+                gauge.set_function(_as_float(fn))
 
     def set_model_version(self, version: str) -> None:
         with self._lock:
@@ -150,3 +150,7 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _as_float(fn: Callable[[], int]) -> Callable[[], float]:
+    return lambda: float(fn())
