@@ -85,6 +85,7 @@ async def run(
         "seconds": round(wall, 3),
         "rps": round(len(lat) / wall, 1),
         "p50_ms": round(pct(0.50), 2),
+        "p95_ms": round(pct(0.95), 2),
         "p99_ms": round(pct(0.99), 2),
         "max_ms": round(lat[-1] * 1000.0, 2) if lat else float("nan"),
     }

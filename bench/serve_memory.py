@@ -11,8 +11,11 @@
 3. Drives it with `bench/loadgen.py` (closed loop, one keep-alive connection per client)
    with those creators' further requests, each naming its creator, so every request goes
    through calibration, the unfamiliarity score and the memory lookup.
-Prints one JSON object: the load generator's figures, the memory's size, the fraction of
-answers taken from memory (`source`), and the load average before and after.
+Prints one JSON object: the load generator's figures, the memory's size, where the
+answers came from during the timed run (`/metrics`' `studio_align_route_source`), the
+server's compile counters at ready, before and after the timed run (decode traces, the
+separate scoring pass's traces, every XLA program built: any change after ready is a
+compile a request paid for), and the load average before and after.
 """
 
 from __future__ import annotations
@@ -62,6 +65,20 @@ def populate(src: Path, dst: Path, n_exemplars: int) -> tuple[int, list[dict]]:
     return len(router.memory), bodies
 
 
+def scrape(port: int) -> dict[str, float]:
+    """The server's compile gauges and per-source route counters from `/metrics`."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        if name.endswith("_compiles") or name.startswith("studio_align_route_source_total"):
+            out[name.removeprefix("studio_align_")] = float(value)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("checkpoint", type=Path)
@@ -86,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         server = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             startup = wait_healthy(port, server, timeout=900.0)
+            at_ready = scrape(port)
             sources: Counter[str] = Counter()
             for b in bodies[:64]:  # what the answers look like (and one more warm pass)
                 req = urllib.request.Request(
@@ -95,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 with urllib.request.urlopen(req, timeout=30) as r:
                     sources[json.load(r)["source"]] += 1
+            before = scrape(port)
             load_before = os.getloadavg()
             out = subprocess.run(
                 [sys.executable, str(HERE / "loadgen.py"), "--port", str(port),
@@ -103,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 check=True, capture_output=True, text=True,
             )  # fmt: skip
             load_after = os.getloadavg()
+            after = scrape(port)
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -111,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         "exemplars": size,
         "startup_seconds": round(startup, 2),
         "sources_of_64": dict(sources),
+        "sources_in_run": {
+            k.split('"')[1]: after[k] - before.get(k, 0.0) for k in after if "source" in k
+        },
+        "compiles": {
+            k: [at_ready.get(k), before.get(k), after[k]] for k in after if "compiles" in k
+        },
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "run": json.loads(out.stdout),

@@ -10,8 +10,14 @@ from studio_align.catalog import default_catalog
 from studio_align.data.schemas import EVENT_ADAPTER
 from studio_align.intents import eval as packaged
 from studio_align.intents.creators import Creator, demo_creator_data, majority_plans, make_creators
-from studio_align.intents.demo import demo_splits, generate_examples, read_examples, templates
-from studio_align.intents.demo_phrases import INTENTS
+from studio_align.intents.demo import (
+    demo_splits,
+    generate_examples,
+    heldout_clause_examples,
+    read_examples,
+    templates,
+)
+from studio_align.intents.demo_phrases import FIRST_CLAUSES, INTENTS
 from studio_align.intents.format import is_cjk, normalize_text
 
 HANDWRITTEN = packaged.path("handwritten_v1")
@@ -50,6 +56,24 @@ def test_heldout_uses_only_unseen_templates() -> None:
     splits = demo_splits(seed=0, n_train=300, n_val=30, n_heldout=200)
     train_texts = {r["request"]["text"] for r in splits["train"]}
     assert not train_texts & {r["request"]["text"] for r in splits["heldout"]}
+
+
+def test_heldout_clause_split_uses_phrasings_of_no_other_split() -> None:
+    rows = heldout_clause_examples(300, seed=9001)
+    assert rows == heldout_clause_examples(300, seed=9001)
+    texts = {r["request"]["text"] for r in rows}
+    others = generate_examples(2000, seed=0) + generate_examples(400, seed=1, split="heldout")
+    assert not texts & {r["request"]["text"] for r in others}
+
+    # requests start from a first clause training never shows (its pool's last entry,
+    # slots as wildcards); synonym swaps and typos rewrite a few, so most, not all, match
+    def pattern(clause: str) -> re.Pattern[str]:
+        return re.compile(".*".join(re.escape(x) for x in re.split(r"\{\w+\}", clause)))
+
+    held = [pattern(v[lang][-1]) for v in FIRST_CLAUSES.values() for lang in ("en", "zh")]
+    hits = sum(any(p.search(normalize_text(r["request"]["text"])) for p in held) for r in rows)
+    assert hits >= 0.8 * len(rows)
+    assert {len(r["plan"]) for r in rows} == {1, 2, 3}
 
 
 def test_creator_preferences_follow_hidden_flags() -> None:

@@ -55,11 +55,16 @@ _trace_count = 0
 
 @dataclass(frozen=True)
 class SampleOutput:
-    """`tokens [B, N]`, `logps [B, N]` (float32, 0 after the end), `lengths [B]` (incl. eos)."""
+    """`tokens [B, N]`, `logps [B, N]` (float32, 0 after the end), `lengths [B]` (incl. eos);
+    with `with_states=True` also `hidden [B, D]` (final-norm state at each prompt's last
+    token) and `step_logits [B, N, V]` (raw float32 logits each token was drawn from), so a
+    caller that scores what it decoded needs no second forward pass."""
 
     tokens: np.ndarray
     logps: np.ndarray
     lengths: np.ndarray
+    hidden: np.ndarray | None = None
+    step_logits: np.ndarray | None = None
 
 
 def _next_pow2(n: int) -> int:
@@ -138,6 +143,7 @@ class Sampler:
         rng: jax.Array | None = None,
         constraint: FSMConstraint | None = None,
         group_size: int = 1,
+        with_states: bool = False,
     ) -> SampleOutput:
         """Continue every prompt by up to `max_new_tokens` tokens (`temperature=0`: greedy).
 
@@ -179,7 +185,7 @@ class Sampler:
             rng = jax.random.key(0 if seed is None else seed)
         mode = (temperature == 0.0, top_k > 0, top_p < 1.0, constraint is not None)
         graphdef, state = self._split or nnx.split(self.model)
-        out_tok, out_lp, out_len = _generate(
+        out_tok, out_lp, out_len, hidden, step_logits = _generate(
             graphdef,
             state,
             jnp.asarray(tokens),
@@ -199,12 +205,15 @@ class Sampler:
             pad_id=self.pad_id,
             left_padded=self.pad_side == "left",
             mode=mode,
+            with_states=with_states,
         )
         rows = n * group_size
         return SampleOutput(
             tokens=np.asarray(out_tok)[:rows, :max_new_tokens],
             logps=np.asarray(out_lp)[:rows, :max_new_tokens],
             lengths=np.asarray(out_len)[:rows],
+            hidden=np.asarray(hidden)[:rows] if with_states else None,
+            step_logits=np.asarray(step_logits)[:rows, :max_new_tokens] if with_states else None,
         )
 
 
@@ -261,7 +270,7 @@ def sample_categorical(key: jax.Array, logits: jax.Array, block: int = 64) -> ja
     jax.jit,
     static_argnames=(
         "graphdef", "new_slots", "group_size", "cache_dtype", "eos_ids", "pad_id",
-        "left_padded", "mode",
+        "left_padded", "mode", "with_states",
     ),
 )  # fmt: skip
 def _generate(
@@ -285,6 +294,7 @@ def _generate(
     pad_id: int,
     left_padded: bool,
     mode: tuple[bool, bool, bool, bool],
+    with_states: bool = False,
 ):
     global _trace_count
     _trace_count += 1
@@ -301,15 +311,16 @@ def _generate(
         mask = cols[None, :] < lengths[:, None]
         last = lengths - 1
     cache = model.init_cache(bp, p + new_slots, jnp.dtype(cache_dtype))
-    logits, cache = model.forward_cached(tokens, positions_from_mask(mask), mask, cache)
-    logits = logits[jnp.arange(bp), last]
+    h, cache = model.hidden_cached(tokens, positions_from_mask(mask), mask, cache)
+    h = h[jnp.arange(bp), last]  # only the last position's logits are needed
+    logits = model.logits(h)
     if group_size > 1:  # prefix sharing: one prefill per prompt, its cache copied G times
 
         def rep(x: jax.Array) -> jax.Array:
             return jnp.repeat(x, group_size, axis=0) if x.ndim else x
 
         cache = jax.tree.map(rep, cache)
-        logits, lengths = rep(logits), rep(lengths)
+        logits, lengths, h = rep(logits), rep(lengths), rep(h)
     eos = jnp.asarray(eos_ids, jnp.int32)
 
     def pick(logits, fsm, key):
@@ -334,8 +345,10 @@ def _generate(
             logp = jnp.where(any_ok, logp, 0.0)
         return tok, logp
 
-    def emit(i, done, logits, fsm, out_tok, out_lp, out_len):
+    def emit(i, done, logits, fsm, out_tok, out_lp, out_len, out_lg):
         """Draw token i from `logits` and record it (rows already done emit padding)."""
+        if with_states:
+            out_lg = out_lg.at[:, i].set(logits.astype(jnp.float32))
         tok, logp = pick(logits, fsm, jax.random.fold_in(rng, i))
         tok = jnp.where(done, pad_id, tok)
         logp = jnp.where(done, 0.0, logp)
@@ -344,11 +357,11 @@ def _generate(
         out_len = out_len + (~done).astype(jnp.int32)
         fsm = jnp.where(done, fsm, next_state[fsm, tok])
         done = done | jnp.isin(tok, eos)
-        return tok, done, fsm, out_tok, out_lp, out_len
+        return tok, done, fsm, out_tok, out_lp, out_len, out_lg
 
     # token 0 comes from the prefill's logits; every loop step feeds the previous token
     # back and draws the next, so the last token drawn is never run through the model
-    tok, done, fsm, out_tok, out_lp, out_len = emit(
+    tok, done, fsm, out_tok, out_lp, out_len, out_lg = emit(
         0,
         jnp.zeros((b,), jnp.bool_),
         logits,
@@ -356,6 +369,7 @@ def _generate(
         jnp.full((b, n_out), pad_id, jnp.int32),
         jnp.zeros((b, n_out), jnp.float32),
         jnp.zeros((b,), jnp.int32),
+        jnp.zeros((b, n_out, logits.shape[-1]) if with_states else (0,), jnp.float32),
     )
 
     def cond(carry):
@@ -363,14 +377,14 @@ def _generate(
         return (i < max_new) & ~jnp.all(done)
 
     def body(carry):
-        i, done, tok, fsm, cache, out_tok, out_lp, out_len = carry
+        i, done, tok, fsm, cache, out_tok, out_lp, out_len, out_lg = carry
         pos = (lengths + i - 1)[:, None]
         logits, cache = model.forward_cached(tok[:, None], pos, jnp.ones((b, 1), bool), cache)
-        tok, done, fsm, out_tok, out_lp, out_len = emit(
-            i, done, logits[:, 0], fsm, out_tok, out_lp, out_len
+        tok, done, fsm, out_tok, out_lp, out_len, out_lg = emit(
+            i, done, logits[:, 0], fsm, out_tok, out_lp, out_len, out_lg
         )
-        return i + 1, done, tok, fsm, cache, out_tok, out_lp, out_len
+        return i + 1, done, tok, fsm, cache, out_tok, out_lp, out_len, out_lg
 
-    carry = (jnp.ones((), jnp.int32), done, tok, fsm, cache, out_tok, out_lp, out_len)
-    _, _, _, _, _, out_tok, out_lp, out_len = jax.lax.while_loop(cond, body, carry)
-    return out_tok, out_lp, out_len
+    carry = (jnp.ones((), jnp.int32), done, tok, fsm, cache, out_tok, out_lp, out_len, out_lg)
+    *_, out_tok, out_lp, out_len, out_lg = jax.lax.while_loop(cond, body, carry)
+    return out_tok, out_lp, out_len, (h if with_states else jnp.zeros((0,))), out_lg

@@ -1,11 +1,12 @@
 """One scoring pass over decoded plans: per-step constrained logits and the request embedding.
 
-After greedy decoding, calibration and memory need two things the sampler does not
-return: the logits at each plan step (to re-score the plan at a fitted temperature) and
-the request's hidden state at the `<plan>` position (the router's own embedding of the
-request, used by the unfamiliarity score and the exemplar memory). Both come from one
-forward pass over prompt + plan, jitted once per (batch, length) bucket like the router's
-other passes.
+Calibration and memory need two things besides the decoded plan: the logits at each plan
+step (to re-score the plan at a fitted temperature) and the request's hidden state at the
+`<plan>` position (the router's own embedding of the request, used by the unfamiliarity
+score and the exemplar memory). With the KV-cache sampler both come back from the
+decoding pass itself (`from_decoding`: one model pass per batch, and no second program
+to compile per shape); `analyse` gets them from one forward pass over prompt + plan, for
+the `decode="full"` fallback and for scoring plans that were not decoded.
 
 Design choices:
 - The embedding is the final-norm hidden state at `<plan>`: the state from which the
@@ -40,8 +41,13 @@ class Analysis:
     hidden: np.ndarray
 
 
+_trace_count = 0  # traces of `_scan` (the server's /metrics shows it: 0 with the sampler)
+
+
 @partial(jax.jit, static_argnums=0)
 def _scan(graphdef: Any, state: Any, tokens: jax.Array, mask: jax.Array, pos: jax.Array):
+    global _trace_count
+    _trace_count += 1
     model = nnx.merge(graphdef, state)
     h = model.hidden(tokens, None, mask)  # [B, T, D]
     rows = jnp.arange(tokens.shape[0])[:, None]
@@ -71,24 +77,38 @@ def analyse(
     tokens = np.full((b, t), g.pad_id, np.int32)
     mask = np.zeros((b, t), bool)
     pos = np.zeros((b, k), np.int32)
-    actions = np.full((n, k), -1, np.int64)
-    states = np.full((n, k), g.done_state, np.int64)
-    for i, (p, c, s0) in enumerate(zip(prompts, completions, inits, strict=True)):
+    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
         seq = list(p) + list(c)
         tokens[i, : len(seq)] = seq
         mask[i, : len(seq)] = True
-        s = s0
-        for j in range(k):
-            pos[i, j] = min(len(p) - 1 + j, t - 1)
-            if j < len(c):
-                actions[i, j] = c[j]
-                states[i, j] = s
-                s = int(g.next_state[s, c[j]])
+        pos[i] = np.minimum(len(p) - 1 + np.arange(k), t - 1)
     logits, hidden = _scan(
         router._graphdef, router._state, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(pos)
     )
-    logits = np.asarray(logits)[:n]
-    allowed = g.allowed[states]  # [N, K, V]
-    masked = np.where(allowed, logits, -np.inf)
+    return from_decoding(router, completions, inits, np.asarray(logits)[:n], np.asarray(hidden)[:n])
+
+
+def from_decoding(
+    router: Any,
+    completions: Sequence[Sequence[int]],
+    inits: Sequence[int],
+    step_logits: np.ndarray,
+    hidden: np.ndarray,
+) -> Analysis:
+    """The analysis of decoded `completions` from raw logits at each plan step [N, >=K, V]
+    and `<plan>` states [N, D]: logits masked to what the grammar allowed in each step's
+    state, 0 beyond a plan's end."""
+    g = router.grammar
+    k = router.max_steps + 1
+    n = len(completions)
+    actions = np.full((n, k), -1, np.int64)
+    states = np.full((n, k), g.done_state, np.int64)
+    for i, (c, s0) in enumerate(zip(completions, inits, strict=True)):
+        s = s0
+        for j, tok in enumerate(list(c)[:k]):
+            actions[i, j] = tok
+            states[i, j] = s
+            s = int(g.next_state[s, tok])
+    masked = np.where(g.allowed[states], step_logits[:, :k], -np.inf)  # [N, K, V]
     masked = np.where((actions >= 0)[..., None], masked, 0.0)
-    return Analysis(masked, actions, np.asarray(hidden)[:n])
+    return Analysis(masked, actions, hidden)

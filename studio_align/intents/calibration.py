@@ -113,7 +113,9 @@ class OODModel:
     def score(self, hidden: np.ndarray) -> np.ndarray:
         """Distance to the nearest class (sqrt of the Mahalanobis form); higher = stranger."""
         d = np.asarray(hidden, np.float32)[:, None, :] - self.means[None]  # [N, C, D]
-        m = np.einsum("ncd,de,nce->nc", d, self.precision, d)
+        # one BLAS product, then a row-wise dot: the three-operand einsum ran as a plain
+        # loop, ~80 ms for a batch of 8 on a loaded core (most of a served request's p50)
+        m = np.einsum("ncd,ncd->nc", d @ self.precision, d)
         return np.sqrt(np.maximum(m.min(axis=1), 0.0))
 
 

@@ -43,31 +43,28 @@ class RoutingDecisions:
     memory: Any
     grammar: Any
     catalog: Any
+    max_steps: int
 
     def analyse(self, requests: Sequence[Any]) -> tuple[list[list[int]], Analysis]:
-        """Greedy constrained plans (completion ids) and their analysis (`analysis.py`)."""
+        """Greedy constrained plans (completion ids) and their analysis (`analysis.py`):
+        from the decoding pass itself with the sampler, else by one scoring pass."""
         prompts, inits = self.encode(requests)  # type: ignore[attr-defined]
-        comps, _ = self._route_prompts(prompts, inits)  # type: ignore[attr-defined]
-        return comps, analyse(self, prompts, comps, inits)
+        comps, _, an = self._decode(prompts, inits)  # type: ignore[attr-defined]
+        return comps, an if an is not None else analyse(self, prompts, comps, inits)
 
-    def embed(self, requests: Sequence[Any], *, batch_size: int = 64) -> np.ndarray:
-        """The router's embedding of each request: the hidden state at `<plan>` [N, D]."""
+    def embed(
+        self, requests: Sequence[Any], *, batch_size: int = 64, pad_to: int = 1
+    ) -> np.ndarray:
+        """The router's embedding of each request: the hidden state at `<plan>` [N, D],
+        from the same pass (and so the same numbers) as `decide`'s lookups. Chunks are
+        padded to at least `pad_to` rows (a server passes its smallest batch bucket, so
+        feedback never reaches a batch shape that warm-up did not compile)."""
         out = []
         for s in range(0, len(requests), batch_size):
             chunk = list(requests[s : s + batch_size])
-            prompts, inits = self.encode(chunk)  # type: ignore[attr-defined]
-            out.append(analyse(self, prompts, [[] for _ in chunk], inits).hidden)
+            padded = chunk + [chunk[-1]] * (pad_to - len(chunk))
+            out.append(self.analyse(padded)[1].hidden[: len(chunk)])
         return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
-
-    def warm_decisions(self, prompts: list[list[int]], inits: list[int]) -> None:
-        """Compile `decide`'s scoring pass for these prompts' shapes (`Router.warmup`), with
-        and without a plan appended (prompt + plan may cross into the next length bucket);
-        nothing to do without a calibration or memory, when `route` never runs it."""
-        if self.calibration is None and self.memory is None:
-            return
-        step = int(self.grammar.step_ids[0])
-        for comp in ([], [step]):
-            analyse(self, prompts, [comp] * len(prompts), inits)
 
     def decide(
         self,
@@ -129,12 +126,15 @@ class RoutingDecisions:
         requests: Sequence[Any],
         plans: Sequence[Sequence[str]],
         creators: Sequence[str | None],
+        *,
+        pad_to: int = 1,
     ) -> int:
         """Add accepted / re-routed outcomes (the creator's final plans) to the memory;
-        creates an empty memory when there is none. Returns how many were added."""
+        creates an empty memory when there is none. Returns how many were added.
+        `pad_to`: see `embed`."""
         if self.memory is None:
             self.memory = ExemplarMemory()
-        emb = self.embed(requests)
+        emb = self.embed(requests, pad_to=pad_to)
         n = 0
         for e, req, plan, c in zip(emb, requests, plans, creators, strict=True):
             atts = request_fields(req)[1]

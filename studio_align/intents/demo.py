@@ -279,6 +279,22 @@ def generate_examples(
     return out
 
 
+def heldout_clause_examples(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    """A validation split in phrasings neither training nor the evaluation sets use.
+
+    Every request is composed clause by clause (`compose_template`) from the held-out
+    entry of each compositional pool (first clause, connector, follow-up clause), which
+    training never shows (`_pool`) and the held-out evaluation split never composes (it
+    uses the held-out whole-sentence templates only), for the plans that compose (21 of
+    25). Training's validation split shares its phrasings (an SFT router scores ~1.0
+    there), so only a split like this one can show forgetting when settings are chosen.
+    """
+    intents = [i for i in INTENTS if composable(i)]
+    return generate_examples(
+        n, seed=seed, split="heldout", intents=intents, compose_prob=1.0, styled_prob=0.0
+    )
+
+
 def demo_splits(
     *, seed: int = 0, n_train: int = 3000, n_val: int = 300, n_heldout: int = 600
 ) -> dict[str, list[dict[str, Any]]]:

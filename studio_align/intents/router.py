@@ -15,8 +15,11 @@ their sum is the plan's log-probability. `plan_logps` computes the same quantity
 scoring forward pass over prompt + plan (used by the `decode="full"` fallback, a few
 full forward passes without a cache, and by tests that check the two agree).
 
-Shapes are bucketed (batch and length rounded up to powers of two), so routing a new
-batch of a seen bucket never recompiles; `warmup()` compiles the buckets up front.
+Shapes are bucketed (the sampler rounds batches to powers of two and prompt lengths to
+quarter octaves), so routing a new batch of a seen bucket never recompiles; `warmup()`
+compiles every bucket a request can reach up front (`warm.py`). The sampler also returns
+each plan's step logits and `<plan>` state, so calibration and the exemplar memory
+(`decide.py`) add no second model pass.
 
 A router checkpoint is a model bundle directory (`studio_align.models.bundle`:
 model config, weights, `tokenizer.json`) plus `router.json` with the catalog and the
@@ -26,7 +29,6 @@ grammar's `max_steps`; `Router.load(path)` reads both, `save_router` writes both
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,23 +38,21 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from studio_align.catalog import ATTACHMENT_KINDS, Catalog, Engine, default_catalog
+from studio_align.catalog import Catalog, Engine, default_catalog
 from studio_align.errors import CheckpointError
 from studio_align.generation.constraint import FSMConstraint
 from studio_align.generation.sampler import Sampler
+from studio_align.intents.analysis import Analysis, from_decoding
 from studio_align.intents.calibration import Calibration
 from studio_align.intents.decide import RoutingDecisions
 from studio_align.intents.format import (
-    BOS,
-    MAX_TEXT_TOKENS,
-    PAD,
-    PLAN,
     check_tokenizer,
     encode_prompt,
     request_fields,
 )
 from studio_align.intents.grammar import PlanGrammar, compile_grammar
 from studio_align.intents.memory import ExemplarMemory
+from studio_align.intents.warm import warm_router
 from studio_align.models.bundle import load_model_bundle, save_model_bundle
 from studio_align.models.hf import load_hf
 
@@ -307,16 +307,24 @@ class Router(RoutingDecisions):
 
     def _decode_sampler(
         self, prompts: list[list[int]], inits: list[int]
-    ) -> tuple[list[list[int]], np.ndarray]:
+    ) -> tuple[list[list[int]], np.ndarray, Analysis]:
         """Greedy constrained decoding with the KV-cache sampler; its log-probs are already
-        those of the constrained, renormalised distribution (see generation/sampler.py)."""
+        those of the constrained, renormalised distribution (see generation/sampler.py).
+        It also returns the step logits and `<plan>` states (`with_states`), so calibration
+        and memory cost no second pass: one program per bucket, whatever the caller."""
         constraint = self._constraint(inits)
         out = self._sampler.sample(
-            prompts, max_new_tokens=self.max_steps + 1, temperature=0.0, constraint=constraint
+            prompts,
+            max_new_tokens=self.max_steps + 1,
+            temperature=0.0,
+            constraint=constraint,
+            with_states=True,
         )
         toks, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
         res = [[int(x) for x in toks[i, : int(lengths[i])]] for i in range(len(prompts))]
-        return res, np.asarray(out.logps).sum(axis=-1)
+        assert out.step_logits is not None and out.hidden is not None
+        an = from_decoding(self, res, inits, out.step_logits, out.hidden)
+        return res, np.asarray(out.logps).sum(axis=-1), an
 
     def _constraint(self, inits: Sequence[int]) -> Any:
 
@@ -337,12 +345,17 @@ class Router(RoutingDecisions):
     def _route_prompts(
         self, prompts: list[list[int]], inits: list[int]
     ) -> tuple[list[list[int]], np.ndarray]:
-        if self._sampler is not None:
-            comps, logps = self._decode_sampler(prompts, inits)
-        else:
-            comps = self._decode_full(prompts, inits)
-            logps = self.plan_logps(prompts, comps, inits)
+        comps, logps, _ = self._decode(prompts, inits)
         return comps, logps
+
+    def _decode(
+        self, prompts: list[list[int]], inits: list[int]
+    ) -> tuple[list[list[int]], np.ndarray, Analysis | None]:
+        """Plans, their log-probs and, from the sampler, their analysis (else None)."""
+        if self._sampler is not None:
+            return self._decode_sampler(prompts, inits)
+        comps = self._decode_full(prompts, inits)
+        return comps, self.plan_logps(prompts, comps, inits), None
 
     def route(
         self, requests: Sequence[Any], *, batch_size: int = 64
@@ -374,22 +387,6 @@ class Router(RoutingDecisions):
         return plans, confs
 
     def warmup(self, batch_sizes: Sequence[int] = (1, 8, 64)) -> float:
-        """Compile every (batch, prompt-length) bucket a request can reach; returns seconds.
-
-        A prompt is at most `MAX_TEXT_TOKENS` text ids plus `<bos>`, attachment markers and
-        `<plan>`, so the decoder's power-of-two length buckets from 16 up to that bound
-        cover every request; routing prompts of each bucket's exact length compiles them.
-        """
-        t0 = time.perf_counter()
-        longest = MAX_TEXT_TOKENS + len(ATTACHMENT_KINDS) + 2
-        lengths = [16]
-        while lengths[-1] < longest:
-            lengths.append(lengths[-1] * 2)
-        bos, plan, pad = (self.tokenizer.token_to_id(t) for t in (BOS, PLAN, PAD))
-        init = self.grammar.init_state(["image"])
-        for b in batch_sizes:
-            for n in lengths:
-                prompt = [bos, *([pad] * (n - 2)), plan]
-                self._route_prompts([prompt] * b, [init] * b)
-                self.warm_decisions([prompt] * b, [init] * b)
-        return time.perf_counter() - t0
+        """Compile every (batch, prompt-length) bucket a request can reach (`warm.py`);
+        returns seconds."""
+        return warm_router(self, batch_sizes)

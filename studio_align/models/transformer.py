@@ -296,6 +296,18 @@ class Transformer(nnx.Module):
         `attn_mask` False are written but marked empty, so nothing ever attends to them.
         Returns logits [B, T, V] and the updated cache (cursor advanced by T).
         """
+        h, cache = self.hidden_cached(tokens, positions, attn_mask, cache)
+        return self.logits(h), cache
+
+    def hidden_cached(
+        self,
+        tokens: jax.Array,
+        positions: jax.Array,
+        attn_mask: jax.Array,
+        cache: Cache,
+    ) -> tuple[jax.Array, Cache]:
+        """`forward_cached` stopping at the final-norm hidden states [B, T, D] (a caller that
+        needs the states too, e.g. the router's request embedding, applies `logits` itself)."""
         t = tokens.shape[1]
         s = cache.size
         attn_mask = attn_mask.astype(jnp.bool_)
@@ -318,8 +330,7 @@ class Transformer(nnx.Module):
             )
             ks.append(k)
             vs.append(v)
-        logits = self.logits(self.norm(x))
-        return logits, Cache(tuple(ks), tuple(vs), slot_pos, cache.cursor + t)
+        return self.norm(x), Cache(tuple(ks), tuple(vs), slot_pos, cache.cursor + t)
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -43,8 +43,10 @@ class RouterSettings(Strict):
     grpo_lr: float = 1e-4
     grpo_beta: float = 0.0  # KL penalty to the stage's starting router
     # each preference stage delivers w * tuned + (1 - w) * SFT weights (WiSE-FT; 1 = off);
-    # 0.7: DPO forgets 0.0 / 0.0 points on the validation agreed subsets (4.2 / 6.0 at 1)
-    # while creators' held-out finals rise 0.642 -> 0.802 (docs/router.md, round 3)
+    # 0.7: the largest w at which both DPO and GRPO forget <= 2 points on the validation
+    # agreed subset in held-out phrasings (held-out clauses + handwritten_val: 1.4 / -1.6;
+    # at 0.8 DPO forgets 3.0) while creators' held-out finals rise 0.638 -> 0.789 / 0.776
+    # (docs/router.md, round 4; the training-phrasing split cannot show forgetting)
     tuned_weight: float = Field(0.7, ge=0.0, le=1.0)
     eval_batch_size: int = 128
     # abstain thresholds are fitted on validation for this selective accuracy (docs/router.md)

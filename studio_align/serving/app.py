@@ -37,7 +37,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from studio_align import __version__
 from studio_align.catalog import Catalog
-from studio_align.generation import sampler
+from studio_align.generation import compiles, sampler
+from studio_align.intents import analysis
 from studio_align.intents.router import Router
 from studio_align.serving.batcher import DynamicBatcher
 from studio_align.serving.feedback import (
@@ -111,6 +112,11 @@ def _decode_compiles() -> int:
     return int(sampler._trace_count)
 
 
+def _scoring_compiles() -> int:
+    """Traces of the router's separate scoring pass (0 while the sampler decodes)."""
+    return int(analysis._trace_count)
+
+
 class _State:
     def __init__(
         self, cfg: ServeConfig, loader: Callable[[str], RouterLike], announce: Announce
@@ -122,7 +128,8 @@ class _State:
         self.checkpoint = cfg.checkpoint
         self.roots = reload_roots(cfg)
         self.metrics = Metrics()
-        self.metrics.set_compile_counter(_decode_compiles)
+        compiles.install()
+        self.metrics.set_compile_counter(_decode_compiles, _scoring_compiles, compiles.total)
         self.feedback = FeedbackLog(feedback_path(cfg))
         self.sizes = batch_buckets(cfg.max_batch, cfg.batch_buckets)
         self.ready = Readiness(total=len(self.sizes) if cfg.warmup else 0)
@@ -226,6 +233,7 @@ def create_app(
             reason = "low_confidence"
         if reason is not None:
             state.metrics.abstains.inc()
+        state.metrics.sources.labels(source=result.source).inc()
         return RouteResponse(
             plan=result.plan,
             confidence=0.0 if conf is None else conf,
@@ -288,7 +296,7 @@ def create_app(
             raise HTTPException(409, str(e)) from None
         (state.metrics.feedback if written else state.metrics.feedback_duplicates).inc()
         if written and state.router is not None and cfg.remember_feedback:
-            await asyncio.to_thread(state.gate.remember, state.router, event)
+            await asyncio.to_thread(state.gate.remember, state.router, event, pad_to=state.sizes[0])
         return FeedbackResponse(id=event["id"], written=written)
 
     @app.get("/healthz", response_model=HealthResponse, responses={503: {"model": HealthResponse}})

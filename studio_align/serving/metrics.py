@@ -61,6 +61,13 @@ class Metrics:
         self.abstains = Counter(
             "studio_align_abstain", "Routed requests answered with abstain=true.", registry=r
         )
+        self.sources = Counter(
+            "studio_align_route_source",
+            "Routed requests by where the plan came from: model, creator_memory or "
+            "population_memory (the router's own bounded set).",
+            ["source"],
+            registry=r,
+        )
         self.nonfinite = Counter(
             "studio_align_nonfinite_outputs",
             "Routed requests whose confidence was NaN or infinite (the server reports degraded).",
@@ -97,11 +104,31 @@ class Metrics:
             "Traces of the sampler's decode function so far (constant after warm-up).",
             registry=r,
         )
+        self._scoring_compiles = Gauge(
+            "studio_align_scoring_compiles",
+            "Traces of the router's separate scoring pass (calibration and memory inputs; "
+            "0 when the decoding pass returns them).",
+            registry=r,
+        )
+        self._xla_compiles = Gauge(
+            "studio_align_xla_compiles",
+            "XLA programs built in this process, any function (constant after warm-up).",
+            registry=r,
+        )
         self._lock = threading.Lock()
         self._version: str | None = None
 
-    def set_compile_counter(self, fn: Callable[[], int]) -> None:
-        self._compiles.set_function(lambda: float(fn()))
+    def set_compile_counter(
+        self,
+        decode: Callable[[], int],
+        scoring: Callable[[], int] | None = None,
+        xla: Callable[[], int] | None = None,
+    ) -> None:
+        """Read the compile counts from these functions at every scrape."""
+        for gauge, fn in ((self._compiles, decode), (self._scoring_compiles, scoring),
+                          (self._xla_compiles, xla)):  # fmt: skip
+            if fn is not None:
+                gauge.set_function(_as_float(fn))
 
     def set_model_version(self, version: str) -> None:
         with self._lock:
@@ -123,3 +150,7 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _as_float(fn: Callable[[], int]) -> Callable[[], float]:
+    return lambda: float(fn())

@@ -75,9 +75,10 @@ class ModelGate:
             plans, confs = router.route(requests)
         return [Routed(p, _finite(c), router.version) for p, c in zip(plans, confs, strict=True)]
 
-    def remember(self, router: Any, event: dict[str, Any]) -> bool:
+    def remember(self, router: Any, event: dict[str, Any], *, pad_to: int = 1) -> bool:
         """Add an accepted / re-routed feedback event to the router's memory; False when the
-        router has no memory API or the event carries no plan the creator kept."""
+        router has no memory API or the event carries no plan the creator kept. `pad_to`:
+        the server's smallest batch bucket, so embedding it needs no new compile."""
         if event.get("outcome") not in ("accepted", "rerouted"):
             return False
         if not callable(getattr(router, "remember", None)):
@@ -86,7 +87,9 @@ class ModelGate:
         if not plan:
             return False
         with self._lock:
-            return bool(router.remember([event["request"]], [plan], [event.get("creator")]))
+            return bool(
+                router.remember([event["request"]], [plan], [event.get("creator")], pad_to=pad_to)
+            )
 
     def save_memory(self, router: Any, directory: str | Path) -> bool:
         """Persist the router's memory beside its checkpoint; False when there is none."""

@@ -58,6 +58,9 @@ class ServeConfig(Strict):
     request_timeout_s: float = Field(10.0, gt=0.0, le=600.0)
     keep_alive_s: int = Field(5, ge=1, le=600)
     max_connections: int = Field(256, ge=1)
+    # numpy BLAS threads (memory lookup, calibration): the products are tiny and XLA's pool
+    # already uses the cores, so more threads only spin; 0 keeps the library's default
+    blas_threads: int = Field(1, ge=0)
     # XLA's persistent compilation cache: a restarted server warms up from disk in seconds.
     compile_cache_dir: str | None = "~/.cache/studio-align/xla"
     # programs compiling faster than this are not written to the cache (JAX's own knob)
