@@ -17,7 +17,7 @@ from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_
 from studio_align.errors import DataError
 from studio_align.jsonsafe import json_safe
 from studio_align.verticals.grading.apply import grade_files
-from studio_align.verticals.grading.evaluate import evaluate_grading
+from studio_align.verticals.grading.evaluate import creator_rows, evaluate_grading
 from studio_align.verticals.grading.platform_demo import write_platform_demo
 from studio_align.verticals.grading.run_config import GradingRunConfig
 from studio_align.verticals.grading.train import train_grading
@@ -127,13 +127,11 @@ def eval_grading(
     click.echo(
         "creator       RM acc  win/untuned  win/identity  look-win/untuned  ΔE tuned  ΔE untuned"
     )
-    for c, v in fig["creators"].items():
-        s, r, m = v["selections"] or {}, v["retouches"] or {}, v["reward_model"] or {}
-        de = r.get("delta_e", {})
+    for row in creator_rows(fig):
         click.echo(
-            f"{c:<12}  {f(m.get('accuracy'))}   {f(s.get('win_rate_vs_untuned'))}        "
-            f"{f(s.get('win_rate_vs_identity'))}         {f(s.get('look_win_rate_vs_untuned'))}"
-            f"             {f(de.get('tuned'))}     {f(de.get('untuned'))}"
+            f"{row['creator']:<12}  {f(row['rm_accuracy'])}   {f(row['win_vs_untuned'])}        "
+            f"{f(row['win_vs_identity'])}         {f(row['look_win_vs_untuned'])}"
+            f"             {f(row['delta_e_tuned'])}     {f(row['delta_e_untuned'])}"
         )
     click.echo(json.dumps(json_safe(fig["summary"])))
     if "report" in fig:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from datetime import UTC
 from pathlib import Path
 from typing import Any, Literal
@@ -179,8 +180,17 @@ def _pair_data(
     )
 
 
-def train_reward(cfg: RewardTrainConfig, *, host: Any = None) -> dict[str, Any]:
+def train_reward(
+    cfg: RewardTrainConfig,
+    *,
+    host: Any = None,
+    features: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
     """Run the whole pipeline; returns the report also written to OUT/metrics.json.
+
+    `features`: embeddings a caller already computed with this very encoder (same files,
+    same decode), by image path, e.g. `train grading`'s thumbnails' colour features;
+    those files are not decoded or hashed again, the rest go through the cache.
 
     Raises `QualityGateError` (after saving the model, marked as failed) when held-out
     accuracy is below `gate.min_heldout_accuracy`.
@@ -204,15 +214,21 @@ def train_reward(cfg: RewardTrainConfig, *, host: Any = None) -> dict[str, Any]:
         {p[k] for p in pairs for k in ("chosen_image", "rejected_image")}
         | {r["image"] for r in ratings}
     )
+    known = features or {}
+    todo = [p for p in paths if p not in known]
     bad: dict[str, str] = {}
     if cfg.skip_bad_images:
-        feats, bad = cached.encode_files_lenient(paths)
+        todo_feats, bad = cached.encode_files_lenient(todo)
         pairs = [
             p for p in pairs if p["chosen_image"] not in bad and p["rejected_image"] not in bad
         ]
         ratings = [r for r in ratings if r["image"] not in bad]
     else:
-        feats = cached.encode_files(paths)
+        todo_feats = cached.encode_files(todo)
+    feats = np.zeros((len(paths), encoder.dim), np.float32)
+    at = {p: i for i, p in enumerate(todo)}
+    for i, p in enumerate(paths):
+        feats[i] = known[p] if p in known else todo_feats[at[p]]
     t_embed = time.perf_counter() - t0
     index = {p: i for i, p in enumerate(paths)}
     train = [p for p in pairs if p["split"] == "train"]
@@ -256,6 +272,7 @@ def train_reward(cfg: RewardTrainConfig, *, host: Any = None) -> dict[str, Any]:
             "cache": cache_dir,
             "cache_hits": cached.stats.hits,
             "cache_misses": cached.stats.misses,
+            "precomputed": len(paths) - len(todo),
         },
         "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
         "train": train_acc,

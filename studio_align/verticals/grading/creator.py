@@ -56,7 +56,10 @@ class Taste:
 
     def utility(self, images: np.ndarray) -> np.ndarray:
         """Noiseless utility [N] of images [N, H, W, 3] (higher is better, max 0)."""
-        s = color_statistics(images)
+        return self.utility_of_stats(color_statistics(images))
+
+    def utility_of_stats(self, s: dict[str, np.ndarray]) -> np.ndarray:
+        """The utility from precomputed `color_statistics` (one pass over many tastes)."""
         u = np.zeros(s["brightness"].shape, dtype=np.float64)
         for key, (target, tol) in self.targets.items():
             u -= ((s[key] - target) / tol) ** 2

@@ -68,18 +68,20 @@ def load_thumbs(
 
     bar = Progress(len(paths), stage="images", enabled=progress)
     good: list[str] = []
-    arrays = []
+    # filled in place: a list of thumbnails stacked at the end held every pixel twice
+    # (at 30,000 thumbnails of 64 px, 1.5 GB more at the peak)
+    pixels = np.empty((len(paths), size, size, 3), np.float32)
     bad: dict[str, str] = {}
     with ThreadPoolExecutor(default_workers()) as pool:
         for i, (p, res) in enumerate(zip(paths, pool.map(one, paths), strict=True)):
             if isinstance(res, str):
                 bad[p] = res
             else:
-                arrays.append(res)
+                pixels[len(good)] = res
                 good.append(p)
             bar.update(i + 1)
     bar.close()
-    pixels = np.stack(arrays) if arrays else np.zeros((0, size, size, 3), np.float32)
+    pixels = pixels[: len(good)]
     feats = np.concatenate(
         [color_features(pixels[i : i + 512]) for i in range(0, len(pixels), 512)]
         or [np.zeros((0, 47), np.float32)]

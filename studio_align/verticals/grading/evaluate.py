@@ -41,23 +41,23 @@ from studio_align.reward_models.color_stats import SCALAR_NAMES, color_statistic
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.verticals.grading.color import mean_delta_e
 from studio_align.verticals.grading.dataset import Thumbs, load_thumbs
-from studio_align.verticals.grading.logs import GradingLogs, read_grading_logs
+from studio_align.verticals.grading.logs import GradingLogs, Selection, read_grading_logs
 from studio_align.verticals.grading.model import GradingModel
 from studio_align.verticals.grading.renderer import N_PARAMS, render
 
 
-def _win(a: np.ndarray, b: np.ndarray) -> float:
+def win_rate(a: np.ndarray, b: np.ndarray) -> float:
     """Fraction of cases where agreement `a` beats (is above) `b`; ties count half."""
     return float(np.mean((a > b) + 0.5 * (a == b))) if len(a) else float("nan")
 
 
-def _interval(a: np.ndarray, b: np.ndarray) -> list[float]:
+def wilson_interval(a: np.ndarray, b: np.ndarray) -> list[float]:
     """95% Wilson interval of the win rate of `a` over `b` (ties as half a win), so a
     per-creator figure on few held-out selections is read with its uncertainty."""
     n = len(a)
     if not n:
         return [float("nan"), float("nan")]
-    p, z = _win(a, b), 1.96
+    p, z = win_rate(a, b), 1.96
     mid = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return [float(mid - half), float(mid + half)]
@@ -71,22 +71,21 @@ def _by_creator(creators: list[str], values: dict[str, np.ndarray]) -> dict[str,
     return out
 
 
-def _selection_figures(
-    tuned: GradingModel, base: GradingModel, data: GradingLogs, th: Thumbs
-) -> dict[str, dict[str, Any]]:
-    sel = [s for s in data.selections if s.split == "heldout" and s.source is not None]
-    if not sel:
-        return {}
+def heldout_selections(data: GradingLogs) -> list[Selection]:
+    """The held-out selections that can be evaluated (their ungraded source is logged)."""
+    return [s for s in data.selections if s.split == "heldout" and s.source is not None]
+
+
+def selection_agreement(
+    sel: list[Selection], th: Thumbs, grades: dict[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per named grade array [len(sel), P] of the selections' sources: the agreement with
+    each creator's choice [len(sel)] in pixels (ΔE2000) and in look space (module
+    docstring). Any grades can be compared this way, e.g. an oracle's in a diagnosis."""
     src = th.pixels[th.rows([s.source for s in sel if s.source is not None])]
     picked = th.pixels[th.rows([s.images[s.chosen[0]] for s in sel])]
     passed = [th.pixels[th.rows([p for j, p in enumerate(s.images) if j not in s.chosen])]
               for s in sel]  # fmt: skip
-    who, styles = [s.creator for s in sel], [s.prompt for s in sel]
-    grades = {
-        "tuned": tuned.predict(src, styles, who),
-        "untuned": base.predict(src, styles, who),
-        "identity": np.zeros((len(sel), N_PARAMS), np.float32),
-    }
     # the look space: the colour-statistics encoder's 15 scalars, z-scored over the
     # held-out candidates (a fixed encoder: no learned model, no simulator)
     cand_stats = _look([p for s in sel for p in th.pixels[th.rows(s.images)]])
@@ -107,16 +106,33 @@ def _selection_figures(
             [np.dot(z[i] - np.vstack([pz, chosen_z[i]]).mean(0), chosen_z[i] - pz.mean(0))
              for i, pz in enumerate(passed_z)]
         )  # fmt: skip
+    return pixel, look
+
+
+def _selection_figures(
+    tuned: GradingModel, base: GradingModel, data: GradingLogs, th: Thumbs
+) -> dict[str, dict[str, Any]]:
+    sel = heldout_selections(data)
+    if not sel:
+        return {}
+    src = th.pixels[th.rows([s.source for s in sel if s.source is not None])]
+    who, styles = [s.creator for s in sel], [s.prompt for s in sel]
+    grades = {
+        "tuned": tuned.predict(src, styles, who),
+        "untuned": base.predict(src, styles, who),
+        "identity": np.zeros((len(sel), N_PARAMS), np.float32),
+    }
+    pixel, look = selection_agreement(sel, th, grades)
     out = {}
     for c, d in _by_creator(who, {**pixel, **{f"look/{k}": v for k, v in look.items()}}).items():
         out[c] = {
             "selections": len(d["tuned"]),
-            "win_rate_vs_untuned": _win(d["tuned"], d["untuned"]),
-            "win_rate_vs_untuned_ci95": _interval(d["tuned"], d["untuned"]),
-            "win_rate_vs_identity": _win(d["tuned"], d["identity"]),
-            "look_win_rate_vs_untuned": _win(d["look/tuned"], d["look/untuned"]),
-            "look_win_rate_vs_untuned_ci95": _interval(d["look/tuned"], d["look/untuned"]),
-            "look_win_rate_vs_identity": _win(d["look/tuned"], d["look/identity"]),
+            "win_rate_vs_untuned": win_rate(d["tuned"], d["untuned"]),
+            "win_rate_vs_untuned_ci95": wilson_interval(d["tuned"], d["untuned"]),
+            "win_rate_vs_identity": win_rate(d["tuned"], d["identity"]),
+            "look_win_rate_vs_untuned": win_rate(d["look/tuned"], d["look/untuned"]),
+            "look_win_rate_vs_untuned_ci95": wilson_interval(d["look/tuned"], d["look/untuned"]),
+            "look_win_rate_vs_identity": win_rate(d["look/tuned"], d["look/identity"]),
             "agreement": {k: float(v.mean()) for k, v in d.items()},
         }
     return out
@@ -229,6 +245,41 @@ def evaluate_grading(
     return fig
 
 
+ROW_KEYS = (
+    "rm_accuracy",
+    "win_vs_untuned",
+    "win_vs_identity",
+    "look_win_vs_untuned",
+    "look_win_vs_identity",
+    "delta_e_tuned",
+    "delta_e_untuned",
+    "delta_e_identity",
+)
+
+
+def creator_rows(fig: dict[str, Any]) -> list[dict[str, Any]]:
+    """One flat row per creator of `evaluate_grading`'s figures (`ROW_KEYS`, None where a
+    creator has no such events), so the CLI table and the HTML report read the same."""
+    rows = []
+    for c, v in fig["creators"].items():
+        s, r, m = v["selections"] or {}, v["retouches"] or {}, v["reward_model"] or {}
+        de = r.get("delta_e", {})
+        rows.append(
+            {
+                "creator": c,
+                "rm_accuracy": m.get("accuracy"),
+                "win_vs_untuned": s.get("win_rate_vs_untuned"),
+                "win_vs_identity": s.get("win_rate_vs_identity"),
+                "look_win_vs_untuned": s.get("look_win_rate_vs_untuned"),
+                "look_win_vs_identity": s.get("look_win_rate_vs_identity"),
+                "delta_e_tuned": de.get("tuned"),
+                "delta_e_untuned": de.get("untuned"),
+                "delta_e_identity": de.get("identity"),
+            }
+        )
+    return rows
+
+
 def write_report(out: Path, fig: dict[str, Any], grids: dict[str, list[np.ndarray]]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     parts = [
@@ -245,17 +296,9 @@ def write_report(out: Path, fig: dict[str, Any], grids: dict[str, list[np.ndarra
     def f(x: Any) -> str:
         return "–" if x is None else f"{x:.3f}"
 
-    for c, v in fig["creators"].items():
-        s, r, m = v["selections"] or {}, v["retouches"] or {}, v["reward_model"] or {}
-        de = r.get("delta_e", {})
-        parts.append(
-            f"<tr><td>{html.escape(c)}</td><td>{f(m.get('accuracy'))}</td>"
-            f"<td>{f(s.get('win_rate_vs_untuned'))}</td><td>{f(s.get('win_rate_vs_identity'))}</td>"
-            f"<td>{f(s.get('look_win_rate_vs_untuned'))}</td>"
-            f"<td>{f(s.get('look_win_rate_vs_identity'))}</td>"
-            f"<td>{f(de.get('tuned'))}</td><td>{f(de.get('untuned'))}</td>"
-            f"<td>{f(de.get('identity'))}</td></tr>"
-        )
+    for row in creator_rows(fig):
+        cells = "".join(f"<td>{f(row[k])}</td>" for k in ROW_KEYS)
+        parts.append(f"<tr><td>{html.escape(row['creator'])}</td>{cells}</tr>")
     parts.append("</table><h2>Held-out retouches: source | untuned | tuned | creator</h2>")
     for c, rows in grids.items():
         if not rows:

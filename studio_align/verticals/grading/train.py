@@ -69,8 +69,15 @@ def _loop_cfg(cfg: GradingRunConfig, stage: str, steps: int, batch_size: int) ->
     )
 
 
-def _reward_model(cfg: GradingRunConfig, data: GradingLogs, host: Any) -> tuple[Any, dict]:
-    """The scorer for GRPO's `aesthetic` reward and its held-out figures."""
+def _reward_model(
+    cfg: GradingRunConfig, data: GradingLogs, th: Thumbs, host: Any
+) -> tuple[Any, dict]:
+    """The scorer for GRPO's `aesthetic` reward and its held-out figures.
+
+    An inline reward model uses the colour-statistics encoder at the policy's thumbnail
+    size with the same decode (`max_side = 4 * thumbnail`) as `load_thumbs`, so its
+    embeddings are exactly the thumbnails' features: they are passed in, and no image is
+    decoded a second time (at 512 px that second decode was most of the reward stage)."""
     if cfg.reward.model:
         scorer = AestheticScorer.load(cfg.reward.model, require_gate=True, host=host)
         return scorer, {"path": cfg.reward.model, "heldout": scorer.meta.get("heldout")}
@@ -99,7 +106,8 @@ def _reward_model(cfg: GradingRunConfig, data: GradingLogs, host: Any) -> tuple[
         gate=cfg.reward.gate,
         ratings_weight=cfg.reward.ratings_weight,
     )
-    rep = train_reward(rcfg, host=host)
+    feats = {p: th.feats[i] for p, i in th.index.items()}
+    rep = train_reward(rcfg, host=host, features=feats)
     scorer = AestheticScorer.load(out, require_gate=True, host=host)
     return scorer, {"path": str(out), "heldout": rep["heldout"], "ratings": rep.get("ratings")}
 
@@ -146,7 +154,7 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     seconds["read"] = time.perf_counter() - t0
 
     t = time.perf_counter()
-    scorer, rm_report = _reward_model(cfg, data, host)
+    scorer, rm_report = _reward_model(cfg, data, th, host)
     seconds["reward_model"] = time.perf_counter() - t
 
     model = GradingModel.create(
@@ -168,13 +176,15 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     stages: dict[str, Any] = {}
     bc = bc_arrays(data, th, model)
     if cfg.bc.steps and len(bc["actions"]):
-        bc_source = ArrayBatches(bc, cfg.bc.batch_size, seed=cfg.seed)
+        # fewer retouches than a batch (a small platform): one batch of all of them
+        bs = min(cfg.bc.batch_size, len(bc["actions"]))
+        bc_source = ArrayBatches(bc, bs, seed=cfg.seed)
         res = train_loop(
             model.policy,
             cfg.bc.optim(),
             bc_loss,  # type: ignore[arg-type]  # a loss of the GradingPolicy subclass
             bc_source,
-            _loop_cfg(cfg, "bc", cfg.bc.steps, cfg.bc.batch_size),
+            _loop_cfg(cfg, "bc", cfg.bc.steps, bs),
             name="bc",
         )
         stages["bc"] = {"examples": len(bc["actions"]), "steps": res.step, **res.metrics}
@@ -188,13 +198,14 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
         d["ref_chosen"] = reference_logps(reference, d["feats"], d["cond"], d["chosen"])
         d["ref_rejected"] = reference_logps(reference, d["feats"], d["cond"], d["rejected"])
         loss = make_dpo_grade_loss(beta=cfg.dpo.beta, loss_type=cfg.dpo.loss_type)
-        dpo_source = ArrayBatches(d, cfg.dpo.batch_size, seed=cfg.seed)
+        bs = min(cfg.dpo.batch_size, len(d["chosen"]))
+        dpo_source = ArrayBatches(d, bs, seed=cfg.seed)
         res = train_loop(
             model.policy,
             cfg.dpo.optim(),
             loss,
             dpo_source,
-            _loop_cfg(cfg, "dpo", cfg.dpo.steps, cfg.dpo.batch_size),
+            _loop_cfg(cfg, "dpo", cfg.dpo.steps, bs),
             name="dpo",
         )
         stages["dpo"] = {"pairs": len(d["chosen"]), "steps": res.step, **res.metrics}
