@@ -11,6 +11,7 @@ from studio_align.rewards import Reward
 from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
 from studio_align.verticals.flow.checkpoint import clone
 from studio_align.verticals.flow.data import make_dataset
+from studio_align.verticals.flow.experiment import chosen_images, taste_fd_ratio, with_monitor
 from studio_align.verticals.flow.guards import (
     ClippedScorer,
     ColourAnchor,
@@ -50,6 +51,9 @@ def test_guard_config_adds_the_guard_rewards_to_the_weights():
     w = GuardConfig(anchor_weight=2.0, diversity_weight=0.5).weights({"aesthetic": 1.0})
     assert w == {"aesthetic": 1.0, "flow_anchor": 2.0, "flow_diversity": 0.5}
     assert GuardConfig().weights({"aesthetic": 1.0}) == {"aesthetic": 1.0}
+    off = GuardConfig.off()
+    assert off.stop_fd_ratio is None and off.stop_diversity_ratio is None
+    assert GuardConfig().stop_fd_ratio == 1.5  # the validated default keeps early stopping on
 
 
 def _brightness(images):
@@ -77,3 +81,24 @@ def test_early_stop_restores_the_last_weights_that_passed():
         np.testing.assert_array_equal(np.asarray(a), b)
     assert any(not np.array_equal(np.asarray(a), b)
                for a, b in zip(kept, checks[1], strict=True))  # fmt: skip
+
+
+def test_taste_fd_ratio_is_one_for_the_fixed_pick_and_grows_for_a_bright_taste():
+    imgs = make_dataset(160, seed=1, size=16)[0].astype(np.float32) / 255.0
+    cand = imgs[:96].reshape(24, 4, 16, 16, 3)
+    bright = cand.reshape(24, 4, -1).mean(-1).argmax(1)
+    prep = {"data": imgs[96:], "sel": {"candidates": cand,
+            "picks": {"first": np.zeros(24, np.int64), "lumen": bright}}}  # fmt: skip
+    np.testing.assert_array_equal(chosen_images(prep, "lumen"), cand[np.arange(24), bright])
+    assert taste_fd_ratio(prep, "first") == pytest.approx(1.0)
+    assert taste_fd_ratio(prep, "lumen") > 1.0
+
+
+def test_monitor_sees_every_check_and_never_stops_on_its_own():
+    seen: list[int] = []
+    check = with_monitor(None, lambda m: seen.append(m))
+    assert [check(i) for i in range(3)] == [False, False, False] and seen == [0, 1, 2]
+    check = with_monitor(lambda m: m == 1, lambda m: seen.append(m))
+    assert [check(i) for i in range(2)] == [False, True] and seen[-2:] == [0, 1]
+    stop = lambda m: True  # noqa: E731
+    assert with_monitor(stop, None) is stop

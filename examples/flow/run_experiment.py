@@ -1,9 +1,10 @@
 """The flow vertical's measured experiment: 3 seeds x creators x {Flow-GRPO, Diffusion-DPO}.
 
-    PYTHONPATH=. python examples/flow/run_experiment.py --out runs/flow/experiment --seeds 0 1 2 \
-        --stop-fd 1.3 --stop-diversity 0.9
+    PYTHONPATH=. python examples/flow/run_experiment.py --out runs/flow/experiment --seeds 0 1 2
 
-(the guards' settings were chosen on the validation split: `examples/flow/validate.py`).
+Flow-GRPO runs with the defaults of `FlowGRPOConfig` and `GuardConfig`, chosen on the
+validation split (`examples/flow/validate.py`, docs/flow.md "Guards"); each flag below
+overrides one of them (`--no-guards`: none of the guards).
 
 Writes `OUT/seed<k>/report.json` per seed and `OUT/summary.json` (seed mean and std).
 The persistent XLA compilation cache makes later runs reuse the compiled steps.
@@ -29,14 +30,29 @@ def main() -> None:
     ap.add_argument("--out", default="runs/flow/experiment")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--algorithms", nargs="+", default=["grpo", "dpo"])
-    ap.add_argument("--grpo-steps", type=int, default=20)
+    ap.add_argument("--grpo-steps", type=int, default=None)
+    ap.add_argument("--grpo-lr", type=float, default=None, help="Flow-GRPO learning rate")
+    ap.add_argument("--grpo-beta", type=float, default=None, help="Flow-GRPO KL coefficient")
     ap.add_argument("--dpo-steps", type=int, default=100)
-    ap.add_argument("--diversity", type=float, default=0.0, help="flow_diversity weight")
-    ap.add_argument("--anchor", type=float, default=0.0, help="flow_anchor weight")
+    ap.add_argument("--no-guards", action="store_true", help="GuardConfig.off()")
+    ap.add_argument("--diversity", type=float, default=None, help="flow_diversity weight")
+    ap.add_argument("--anchor", type=float, default=None, help="flow_anchor weight")
     ap.add_argument("--ceiling", type=float, default=None, help="aesthetic cap quantile")
     ap.add_argument("--stop-fd", type=float, default=None, help="early stop: FD ratio")
     ap.add_argument("--stop-diversity", type=float, default=None, help="early stop: div ratio")
     args = ap.parse_args()
+    given = lambda **kw: {k: v for k, v in kw.items() if v is not None}  # noqa: E731
+    grpo = FlowGRPOConfig(**given(steps=args.grpo_steps, learning_rate=args.grpo_lr,
+                                  beta=args.grpo_beta))  # fmt: skip
+    guards = (GuardConfig.off() if args.no_guards else GuardConfig()).model_copy(
+        update=given(
+            diversity_weight=args.diversity,
+            anchor_weight=args.anchor,
+            ceiling_quantile=args.ceiling,
+            stop_fd_ratio=args.stop_fd,
+            stop_diversity_ratio=args.stop_diversity,
+        )
+    )
     jax.config.update("jax_compilation_cache_dir", "/tmp/studio_align_jax_cache")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     host = PluginHost.default()
@@ -50,15 +66,9 @@ def main() -> None:
             seed=seed,
             host=host,
             algorithms=args.algorithms,
-            grpo=FlowGRPOConfig(steps=args.grpo_steps),
+            grpo=grpo,
             dpo=FlowDPOConfig(steps=args.dpo_steps),
-            guards=GuardConfig(
-                diversity_weight=args.diversity,
-                anchor_weight=args.anchor,
-                ceiling_quantile=args.ceiling,
-                stop_fd_ratio=args.stop_fd,
-                stop_diversity_ratio=args.stop_diversity,
-            ),
+            guards=guards,
         )
         rep["uptime"] = up
         (out / f"seed{seed}" / "report.json").write_text(json.dumps(rep, indent=2, default=float))

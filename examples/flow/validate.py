@@ -1,12 +1,16 @@
 """Choose Flow-GRPO's anti-hacking settings on a validation split, never on the reported one.
 
     PYTHONPATH=. python examples/flow/validate.py --out runs/flow/val --seed 100 \
-        --configs base ceil ceil+anchor
+        --configs base ceil ceil+anchor --curve 4
 
 Validation = selections, reward model and GRPO noise from seed `--seed` (the reported
 experiment uses seeds 0-2) and evaluation on the training tag sets only, from evaluation
 noise `--eval-seed` (the report uses 1234); the held-out tag sets are not generated.
-Prints one JSON line per (config, creator): win rate, diversity and FD ratios.
+Prints one JSON line per (config, creator): win rate, diversity and FD ratios, the FD ratio
+to the creator's own picks (`fd_chosen`) and how far the picks themselves sit from the
+pretraining colours (`taste_fd`, `experiment.taste_fd_ratio`). `--curve K` also prints the
+same figures every K GRPO steps of each run (`"curve"` lines), so one run shows what fewer
+steps would give.
 """
 
 from __future__ import annotations
@@ -16,13 +20,19 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 
 from studio_align.plugins import PluginHost
 from studio_align.verticals.flow.align import FlowDPOConfig, FlowGRPOConfig
 from studio_align.verticals.flow.evaluate import compare
-from studio_align.verticals.flow.experiment import align, prepare
+from studio_align.verticals.flow.experiment import (
+    align,
+    chosen_images,
+    prepare,
+    taste_fd_ratio,
+)
 from studio_align.verticals.flow.guards import GuardConfig
 
 CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, GuardConfig)
@@ -44,6 +54,36 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     "ceil+anchor+10steps": ({"steps": 10}, {"ceiling_quantile": 0.9, "anchor_weight": 1.0}),
     "ceil75+anchor": ({}, {"ceiling_quantile": 0.75, "anchor_weight": 1.0}),
     "ceil+anchor3": ({}, {"ceiling_quantile": 0.9, "anchor_weight": 3.0}),
+    # round 4: stronger anchor and KL, lower ceiling, diversity, lower lr, looser stop
+    "a5+kl0.05": ({"beta": 0.05}, {"anchor_weight": 5.0}),
+    "a5+ceil0.5+kl0.05": ({"beta": 0.05}, {"anchor_weight": 5.0, "ceiling_quantile": 0.5}),
+    "a10+kl0.1": ({"beta": 0.1}, {"anchor_weight": 10.0}),
+    "a5+div0.5+kl0.05": ({"beta": 0.05}, {"anchor_weight": 5.0, "diversity_weight": 0.5}),
+    "a5+kl0.05+lr1e-4": ({"beta": 0.05, "learning_rate": 1e-4}, {"anchor_weight": 5.0}),
+    "a5+kl0.05+lr5e-5": ({"beta": 0.05, "learning_rate": 5e-5}, {"anchor_weight": 5.0}),
+    "a5+kl0.05+lr2e-5": ({"beta": 0.05, "learning_rate": 2e-5}, {"anchor_weight": 5.0}),
+    "kl0.05+lr5e-5": ({"beta": 0.05, "learning_rate": 5e-5}, {}),
+    "kl0.05+lr1e-4": ({"beta": 0.05, "learning_rate": 1e-4}, {}),
+    "a5+kl0.05+lr5e-5+stop1.5": (
+        {"beta": 0.05, "learning_rate": 5e-5},
+        {
+            "anchor_weight": 5.0,
+            "stop_fd_ratio": 1.5,
+            "stop_diversity_ratio": 0.85,
+            "check_every": 2,
+            "check_samples": 16,
+        },
+    ),
+    "a5+kl0.05+stop1.5": (
+        {"beta": 0.05},
+        {
+            "anchor_weight": 5.0,
+            "stop_fd_ratio": 1.5,
+            "stop_diversity_ratio": 0.85,
+            "check_every": 4,
+            "check_samples": 16,
+        },
+    ),
 }
 
 
@@ -54,7 +94,11 @@ def main() -> None:
     ap.add_argument("--eval-seed", type=int, default=777)
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
     ap.add_argument("--creators", nargs="+", default=["lumen", "noir"])
+    ap.add_argument("--align", nargs="+", default=None,
+                    help="align only these creators, in this order (selections: all)")  # fmt: skip
     ap.add_argument("--n-eval", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=None, help="GRPO steps (default: config's)")
+    ap.add_argument("--curve", type=int, default=0, help="also evaluate every K GRPO steps")
     args = ap.parse_args()
     jax.config.update("jax_compilation_cache_dir", "/tmp/studio_align_jax_cache")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
@@ -63,11 +107,39 @@ def main() -> None:
     root = Path(args.out) / f"seed{args.seed}"
     prep = prepare(root, seed=args.seed, host=host, creators=args.creators)
     cache: dict = {}
+
+    def figures(model: Any, taste: Any) -> dict[str, Any]:
+        rep = compare(prep["base"], model, taste, data_images=prep["data"],
+                      n_per_set=args.n_eval, scorer=prep["scorer"], base_samples=cache,
+                      seed=args.eval_seed, splits=("train",),
+                      chosen=chosen_images(prep, taste.name))["train"]  # fmt: skip
+        return {"win": rep["win_rate"], "div": rep["diversity/ratio"], "fd": rep["fd/ratio"],
+                "fd_chosen": rep["fd_chosen/ratio"],
+                "reward": [rep["reward/base"], rep["reward/aligned"]]}  # fmt: skip
+
     for name in args.configs:
         upd, guard = CONFIGS[name]
+        if args.steps is not None:
+            upd = {**upd, "steps": args.steps}
+        if args.curve and "check_every" not in guard:
+            guard = {**guard, "check_every": args.curve}
         g = FlowGRPOConfig(seed=args.seed).model_copy(update=upd)
-        for taste in prep["tastes"]:
+        by_name = {t.name: t for t in prep["tastes"]}
+        for taste in [by_name[c] for c in (args.align or by_name)]:
             t0 = time.perf_counter()
+            checks: list[int] = []
+
+            def curve(
+                model: Any,
+                taste: Any = taste,
+                checks: list[int] = checks,
+                name: str = name,
+                every: int = GuardConfig(**guard).check_every,
+            ) -> None:
+                checks.append(every * (len(checks) + 1))
+                print(json.dumps({"curve": name, "creator": taste.name, "step": checks[-1],
+                                  **figures(model, taste)}, default=float), flush=True)  # fmt: skip
+
             model, extra = align(
                 prep,
                 taste,
@@ -77,17 +149,13 @@ def main() -> None:
                 grpo=g,
                 dpo=FlowDPOConfig(),
                 guards=GuardConfig(**guard),
+                monitor=curve if args.curve else None,
             )
             secs = time.perf_counter() - t0
-            rep = compare(prep["base"], model, taste, data_images=prep["data"],
-                          n_per_set=args.n_eval, scorer=prep["scorer"], base_samples=cache,
-                          seed=args.eval_seed, splits=("train",))["train"]  # fmt: skip
             up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-            print(json.dumps({"config": name, "creator": taste.name,
-                              "win": rep["win_rate"], "div": rep["diversity/ratio"],
-                              "fd": rep["fd/ratio"], "reward": [rep["reward/base"],
-                              rep["reward/aligned"]], "extra": extra, "seconds": secs,
-                              "uptime": up}, default=float), flush=True)  # fmt: skip
+            print(json.dumps({"config": name, "creator": taste.name, **figures(model, taste),
+                              "taste_fd": taste_fd_ratio(prep, taste.name), "extra": extra,
+                              "seconds": secs, "uptime": up}, default=float), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -46,8 +46,11 @@ class FlowGRPOConfig(Strict):
     guidance: float = Field(1.0, gt=0)
     mu: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
-    learning_rate: float = Field(2e-4, gt=0)  # 1e-3 collapsed the pretrained base (reward fell)
-    beta: float = Field(0.01, ge=0)  # KL to the reference (0 = off)
+    # 5e-5 / KL 0.05 chosen on the validation split (docs/flow.md, "Guards", round 4): at
+    # 2e-4 `lumen` moved past its own picks within 4 steps (FD to them 1.2x -> 4.3x);
+    # 1e-3 collapsed the pretrained base (reward fell)
+    learning_rate: float = Field(5e-5, gt=0)
+    beta: float = Field(0.05, ge=0)  # KL to the reference (0 = off)
     epsilon: float = Field(0.2, gt=0)
     epsilon_high: float | None = Field(0.28, gt=0)  # DAPO clip-higher; None = symmetric
     estimator: str = "grpo"

@@ -103,12 +103,16 @@ def compare(
     base: Any, aligned: Any, taste: FlowTaste, *, data_images: np.ndarray, n_per_set: int = 16,
     seed: int = 1234, steps: int = 20, guidance: float = 1.0, scorer: Any = None,
     base_samples: dict[str, np.ndarray] | None = None, splits: Sequence[str] = ("train", "heldout"),
+    chosen: np.ndarray | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Every `eval flow` figure of `aligned` against `base` for one creator.
 
     `data_images` [M, H, W, 3] in [0, 1] are pretraining images (the FD reference and the
     feature standardisation). `base_samples` caches the base model's samples by split;
     `splits` limits the tag sets (validation looks at `train` only, with its own `seed`).
+    `chosen` [N, H, W, 3]: the images the creator picked (training tag sets); adds, on the
+    `train` split, the FD to them (`fd_chosen/*`): does alignment move toward what the
+    creator chose, or past it?
     """
     scale = FeatureScale(data_images)
     data_feats = color_features(data_images)
@@ -138,6 +142,11 @@ def compare(
             "fd/base": fd_b,
             "fd/ratio": fd_a / fd_b,
         }
+        if chosen is not None and split == "train":
+            cf = color_features(chosen)
+            m["fd_chosen/aligned"] = frechet_distance(color_features(flat_a), cf)
+            m["fd_chosen/base"] = frechet_distance(color_features(flat_b), cf)
+            m["fd_chosen/ratio"] = m["fd_chosen/aligned"] / m["fd_chosen/base"]
         if scorer is not None:
             creators = [taste.name] * len(flat_a)
             m["reward/aligned"] = float(scorer.score_images(list(flat_a), creators).mean())

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +101,24 @@ def prepare(root: Path, *, seed: int, host: Any, creators: Sequence[str],
             "data": data, "anchor": ColourAnchor(data)}  # fmt: skip
 
 
-# the quickstart's guards: none yet. Early stopping at FD 1.3x / diversity 0.9x stopped
-# `lumen` at its first check on the validation split (docs/flow.md, "Guards"); the stage
-# reports diversity and FD next to the win rate instead.
+def chosen_images(prep: dict[str, Any], creator: str) -> np.ndarray:
+    """The candidates `creator` picked, one per selection event [E, H, W, 3]."""
+    sel = prep["sel"]
+    return sel["candidates"][np.arange(len(sel["candidates"])), sel["picks"][creator]]
+
+
+def taste_fd_ratio(prep: dict[str, Any], creator: str) -> float:
+    """FD to the pretraining data of the creator's picks over that of a fixed pick (the
+    first candidate) of the same events: how far the taste itself sits from the pretraining
+    colour statistics, at equal sample size. A model that produced exactly what the creator
+    picks would have about this FD ratio, so it is the honest scale for `fd/ratio`."""
+    feats = color_features(prep["data"])
+    picked = frechet_distance(color_features(chosen_images(prep, creator)), feats)
+    first = frechet_distance(color_features(prep["sel"]["candidates"][:, 0]), feats)
+    return picked / first
+
+
+# the quickstart's guards: the validated defaults (docs/flow.md, "Guards", round 4)
 QUICKSTART_GUARDS = GuardConfig()
 STOP_NOISE = 4242  # validation noise of the early-stopping check (evaluation uses 1234)
 
@@ -112,17 +127,19 @@ def quality_stop(prep: dict[str, Any], guards: GuardConfig) -> Any:
     """Early-stopping check on validation noise: FD / diversity ratios against the base."""
     if guards.stop_fd_ratio is None and guards.stop_diversity_ratio is None:
         return None
-    if "stop_ref" not in prep:
+    n = guards.check_samples
+    key = f"stop_ref/{n}"
+    if key not in prep:
         scale = FeatureScale(prep["data"])
         feats = color_features(prep["data"])
-        b = generate(prep["base"], TRAIN_TAG_SETS, 8, seed=STOP_NOISE)
+        b = generate(prep["base"], TRAIN_TAG_SETS, n, seed=STOP_NOISE)
         flat = b.reshape(-1, *b.shape[2:])
-        prep["stop_ref"] = (scale, feats, frechet_distance(color_features(flat), feats),
-                            diversity(b, scale))  # fmt: skip
-    scale, feats, fd_base, div_base = prep["stop_ref"]
+        prep[key] = (scale, feats, frechet_distance(color_features(flat), feats),
+                     diversity(b, scale))  # fmt: skip
+    scale, feats, fd_base, div_base = prep[key]
 
     def stop(model: Any) -> bool:
-        a = generate(model, TRAIN_TAG_SETS, 8, seed=STOP_NOISE)
+        a = generate(model, TRAIN_TAG_SETS, n, seed=STOP_NOISE)
         fd = frechet_distance(color_features(a.reshape(-1, *a.shape[2:])), feats) / fd_base
         div = diversity(a, scale) / div_base
         return (guards.stop_fd_ratio is not None and fd > guards.stop_fd_ratio) or (
@@ -132,11 +149,27 @@ def quality_stop(prep: dict[str, Any], guards: GuardConfig) -> Any:
     return stop
 
 
+def with_monitor(stop: Any, monitor: Callable[[Any], None] | None) -> Any:
+    """`stop` with `monitor(model)` called first at every check (None: `stop` as is)."""
+    if monitor is None:
+        return stop
+
+    def check(model: Any) -> bool:
+        monitor(model)
+        return bool(stop is not None and stop(model))
+
+    return check
+
+
 def align(
     prep: dict[str, Any], taste: FlowTaste, algo: str, run_dir: Path, *, host: Any,
     grpo: FlowGRPOConfig, dpo: FlowDPOConfig, guards: GuardConfig,
+    monitor: Callable[[Any], None] | None = None,
 ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
-    """Step 3 for one creator and algorithm, from the base; returns (model, extras)."""
+    """Step 3 for one creator and algorithm, from the base; returns (model, extras).
+
+    `monitor(model)` (validation only) is called at every early-stopping check (every
+    `guards.check_every` GRPO steps), before the check, so one run gives the whole curve."""
     base, sel, scorer = prep["base"], prep["sel"], prep["scorer"]
     model = clone(base)
     if algo == "grpo":
@@ -144,11 +177,11 @@ def align(
         reward_model: Any = scorer
         extra: dict[str, Any] = {}
         if guards.ceiling_quantile is not None:
-            chosen = sel["candidates"][np.arange(len(sel["candidates"])), sel["picks"][taste.name]]
+            chosen = chosen_images(prep, taste.name)
             ceiling = ceiling_from(scorer, chosen, taste.name, guards.ceiling_quantile)
             reward_model, extra["ceiling"] = ClippedScorer(scorer, ceiling), ceiling
         g = grpo.model_copy(update={"weights": guards.weights(grpo.weights)})
-        stop = quality_stop(prep, guards)
+        stop = with_monitor(quality_stop(prep, guards), monitor)
         hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards, creator=taste.name,
                          context={"aesthetic_model": reward_model, "colour_anchor": prep["anchor"]},
                          run_dir=run_dir, stop=stop, check_every=guards.check_every)  # fmt: skip
@@ -190,8 +223,9 @@ def run_seed(
             train_s = time.perf_counter() - t1
             save_flow(model, root / f"{taste.name}-{algo}", {"trained_by": f"flow {algo}"})
             rep = compare(prep["base"], model, taste, data_images=prep["data"], n_per_set=n_eval,
-                          scorer=prep["scorer"], base_samples=cache, seed=eval_seed)  # fmt: skip
-            rep.update(extra, seconds=train_s)
+                          scorer=prep["scorer"], base_samples=cache, seed=eval_seed,
+                          chosen=chosen_images(prep, taste.name))  # fmt: skip
+            rep.update(extra, seconds=train_s, taste_fd_ratio=taste_fd_ratio(prep, taste.name))
             report["results"][f"{taste.name}/{algo}"] = rep
     report["seconds"] = time.perf_counter() - t0
     (root / "report.json").write_text(json.dumps(report, indent=2, default=float))

@@ -38,15 +38,28 @@ class GuardConfig(Strict):
     `diversity_weight`: weight of `flow_diversity`; `stop_fd_ratio` / `stop_diversity_ratio`:
     early stopping when, on validation noise, the Fréchet distance to the pretraining
     data exceeds / the diversity falls below that multiple of the base's (None = off),
-    checked every `check_every` steps, keeping the last weights that passed.
+    checked every `check_every` steps on `check_samples` samples per training tag set,
+    keeping the last weights that passed.
+
+    The defaults are the setting chosen on the validation split (docs/flow.md, "Guards",
+    round 4): early stopping at FD 1.5x / diversity 0.85x on 16 samples per tag set every
+    2 steps, next to `FlowGRPOConfig`'s small learning rate and KL 0.05. The anchor is off:
+    it pulls every image toward the pretraining colours, which is against a taste that is
+    itself off them (`noir` lost win rate with it); `off()` is the unguarded run.
     """
 
     ceiling_quantile: float | None = Field(None, ge=0, le=1)
     anchor_weight: float = Field(0.0, ge=0)
     diversity_weight: float = Field(0.0, ge=0)
-    stop_fd_ratio: float | None = Field(None, gt=0)
-    stop_diversity_ratio: float | None = Field(None, ge=0)
+    stop_fd_ratio: float | None = Field(1.5, gt=0)
+    stop_diversity_ratio: float | None = Field(0.85, ge=0)
     check_every: int = Field(2, ge=1)
+    check_samples: int = Field(16, ge=2)
+
+    @classmethod
+    def off(cls) -> GuardConfig:
+        """No guard at all (the unguarded Flow-GRPO that reward-hacked in rounds 2-3)."""
+        return cls(stop_fd_ratio=None, stop_diversity_ratio=None)
 
     def weights(self, base: dict[str, float]) -> dict[str, float]:
         w = dict(base)
