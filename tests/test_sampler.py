@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
 from studio_align.generation.constraint import FSMConstraint
-from studio_align.generation.sampler import Sampler, bucket_prompt, filter_logits
+from studio_align.generation.sampler import (
+    Sampler,
+    bucket_prompt,
+    filter_logits,
+    sample_categorical,
+)
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 
@@ -164,6 +170,18 @@ def test_sampling_frequencies_match_policy(model):
     assert (
         sampler.sample([prompt], max_new_tokens=4, top_k=1, top_p=0.5, seed=2).tokens == g
     ).all()
+
+
+def test_sample_categorical_never_draws_a_zero_mass_token():
+    # Mass on a few tokens spread over blocks, with a near-zero one at a block's edge:
+    # every draw (including the rounding fallback inside the chosen block) has mass.
+    logits = np.full((512, 300), -np.inf, np.float32)
+    logits[:, [3, 63, 64, 200, 299]] = [0.0, -30.0, 1.0, 2.0, 0.5]
+    tok = np.asarray(sample_categorical(jax.random.key(3), jnp.asarray(logits)))
+    assert set(np.unique(tok)) <= {3, 63, 64, 200, 299}
+    freq = np.bincount(tok, minlength=300)[[3, 64, 200, 299]] / len(tok)
+    probs = np.exp([0.0, 1.0, 2.0, 0.5]) / np.exp([0.0, 1.0, 2.0, 0.5]).sum()
+    assert np.abs(freq - probs).max() < 0.07, (freq, probs)
 
 
 def test_filter_logits():
