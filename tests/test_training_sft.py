@@ -277,3 +277,25 @@ def test_trimmed_batches_keep_rows_and_loss() -> None:
         assert float(mb["weight"]) == float(ma["weight"])
     longest = TrimmedBatches(full, 64)(0)  # a multiple past the packed length: no cut
     assert longest["tokens"].shape == (16, 48)
+
+
+def test_batches_grouped_by_length() -> None:
+    """Grouped batches: every example once per epoch, similar lengths in a batch, and the
+    batch of a step the same from a fresh source (exact resume)."""
+    rng = np.random.default_rng(0)
+    n, b = 640, 16
+    lengths = rng.integers(4, 60, n)
+    arrays = {"i": np.arange(n), "attn": np.arange(64)[None, :] < lengths[:, None]}
+    grouped = ArrayBatches(arrays, b, seed=1, lengths=lengths, group=8)
+    plain = ArrayBatches(arrays, b, seed=1)
+    epoch = [grouped(s)["i"] for s in range(grouped.steps_per_epoch)]
+    assert sorted(np.concatenate(epoch).tolist()) == list(range(n))
+    spread = np.mean([np.ptp(lengths[i]) for i in epoch])
+    plain_spread = np.mean([np.ptp(lengths[plain(s)["i"]]) for s in range(plain.steps_per_epoch)])
+    assert spread < 0.25 * plain_spread, (spread, plain_spread)
+    again = ArrayBatches(arrays, b, seed=1, lengths=lengths, group=8)
+    for s in (3, 57, 41):  # any order of steps, any epoch
+        np.testing.assert_array_equal(again(s)["i"], grouped(s)["i"])
+    assert not np.array_equal(grouped(40)["i"], grouped(0)["i"])  # epoch 1 is reshuffled
+    with pytest.raises(Exception, match="one length per example"):
+        ArrayBatches(arrays, b, lengths=lengths[:10], group=8)

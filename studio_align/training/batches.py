@@ -27,8 +27,9 @@ BatchSource = Callable[[int], HostBatch]
 class ArrayBatches:
     """Shuffled fixed-size batches over equal-length arrays, reshuffled every epoch.
 
-    The last partial batch of an epoch is dropped (fixed shapes). A `batch_size` larger
-    than the data is refused up front (a typo, not a plan: it would repeat examples
+    The last partial batch of an epoch is dropped (fixed shapes). With `lengths` and
+    `group` (a number of batches), batches are grouped by length (see `_grouped`). A
+    `batch_size` larger than the data is refused up front (a typo, not a plan: it would repeat examples
     within one step and allocate batches the data cannot fill).
     """
 
@@ -39,6 +40,8 @@ class ArrayBatches:
         *,
         seed: int = 0,
         shuffle: bool = True,
+        lengths: np.ndarray | None = None,
+        group: int = 0,
     ):
         sizes = {k: len(v) for k, v in arrays.items()}
         if not sizes or len(set(sizes.values())) != 1:
@@ -55,11 +58,39 @@ class ArrayBatches:
         self.seed = seed
         self.shuffle = shuffle
         self.steps_per_epoch = max(1, self.n // batch_size)
+        if group and (lengths is None or len(lengths) != self.n):
+            raise DataError("grouping batches by length needs one length per example")
+        self.lengths = None if lengths is None else np.asarray(lengths)
+        self.group = group
+        self._cached: tuple[int, np.ndarray] | None = None
 
     def _order(self, epoch: int) -> np.ndarray:
+        if self._cached is not None and self._cached[0] == epoch:
+            return self._cached[1]
         if not self.shuffle:
-            return np.arange(self.n)
-        return np.random.default_rng([self.seed, epoch]).permutation(self.n)
+            order = np.arange(self.n)
+        else:
+            rng = np.random.default_rng([self.seed, epoch])
+            order = rng.permutation(self.n)
+            if self.group and self.lengths is not None:
+                order = self._grouped(order, rng)
+        self._cached = (epoch, order)
+        return order
+
+    def _grouped(self, order: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """`order` cut into pools of `group` batches, each pool sorted by length and cut
+        into batches, the batches then shuffled: each batch holds examples of similar
+        length (so `TrimmedBatches` cuts most padding) while which examples meet in a
+        pool, and the order batches come in, stay random."""
+        b = self.batch_size
+        used = self.steps_per_epoch * b
+        pool = self.group * b
+        head = order[:used].copy()
+        for s in range(0, used, pool):
+            chunk = head[s : s + pool]
+            head[s : s + pool] = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+        batches = head.reshape(self.steps_per_epoch, b)[rng.permutation(self.steps_per_epoch)]
+        return np.concatenate([batches.reshape(-1), order[used:]])
 
     def __call__(self, step: int) -> dict[str, np.ndarray]:
         epoch, k = divmod(step, self.steps_per_epoch)

@@ -53,6 +53,13 @@ class SFTRecords(RecordsSection):
     # Each batch is cut to its longest example rounded up to this many tokens (one compile
     # per length); 0: every batch at the run's padded length (one compile).
     bucket: int = Field(default=16, ge=0)
+    # Batches of examples of similar length: pools of this many batches are sorted by
+    # length, cut into batches and shuffled (with `bucket`, most padding is cut); 0: off.
+    # Off by default: on the quickstart's routing data, 16 made SFT 1.8x faster per step
+    # but cost 7.5 points on hand-written validation requests (0.850 -> 0.775) and 4.2 on
+    # held-out-clause validation (0.937 -> 0.895): batches of one length are batches of
+    # similar plans.
+    group_by_length: int = Field(default=0, ge=0)
 
 
 class SFTConfig(TrainRunConfig):
@@ -176,7 +183,11 @@ def train_sft(
     held_pairs = task.sft_pairs(start, heldout) if heldout else []
     max_len = cfg.data.max_len or padded_length([*train_pairs, *held_pairs])
     batches: BatchSource = ArrayBatches(
-        encode_pairs(train_pairs, max_len, pad_id), cfg.train.batch_size, seed=cfg.train.seed
+        encode_pairs(train_pairs, max_len, pad_id),
+        cfg.train.batch_size,
+        seed=cfg.train.seed,
+        lengths=np.array([len(p) + len(c) for p, c in train_pairs]),
+        group=cfg.data.group_by_length,
     )
     if cfg.data.bucket:
         batches = TrimmedBatches(batches, cfg.data.bucket)
