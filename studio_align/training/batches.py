@@ -73,11 +73,13 @@ class ArrayBatches:
             rng = np.random.default_rng([self.seed, epoch])
             order = rng.permutation(self.n)
             if self.group and self.lengths is not None:
-                order = self._grouped(order, rng)
+                order = self._grouped(order, self.lengths, rng)
         self._cached = (epoch, order)
         return order
 
-    def _grouped(self, order: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _grouped(
+        self, order: np.ndarray, lengths: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
         """`order` cut into pools of `group` batches, each pool sorted by length and cut
         into batches, the batches then shuffled: each batch holds examples of similar
         length (so `TrimmedBatches` cuts most padding) while which examples meet in a
@@ -88,7 +90,7 @@ class ArrayBatches:
         head = order[:used].copy()
         for s in range(0, used, pool):
             chunk = head[s : s + pool]
-            head[s : s + pool] = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+            head[s : s + pool] = chunk[np.argsort(lengths[chunk], kind="stable")]
         batches = head.reshape(self.steps_per_epoch, b)[rng.permutation(self.steps_per_epoch)]
         return np.concatenate([batches.reshape(-1), order[used:]])
 
