@@ -74,6 +74,8 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
             "check_samples": 16,
         },
     ),
+    # round 4, lead: the default stop with a margin for the 16-sample check's noise
+    "stop1.4": ({}, {"stop_fd_ratio": 1.4}),
     "a5+kl0.05+stop1.5": (
         {"beta": 0.05},
         {
