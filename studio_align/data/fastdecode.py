@@ -52,20 +52,22 @@ class _Req(Struct, kw_only=True):
     attachments: list[Literal["image", "video", "audio"]] | UnsetType = UNSET
 
 
-class _Sel(Struct, tag_field="type", tag="selection", kw_only=True):
+class _Event(Struct, tag_field="type", kw_only=True):
+    """The fields every event has (the schemas' `_Event`); subclasses set their tag."""
+
     id: _S
     ts: str
     creator: _S
+
+
+class _Sel(_Event, tag="selection", kw_only=True):
     session: _S
     prompt: str
     candidates: Annotated[list[_Cand], Meta(min_length=2)]
     chosen: Annotated[list[_S], Meta(min_length=1)]
 
 
-class _Route(Struct, tag_field="type", tag="route", kw_only=True):
-    id: _S
-    ts: str
-    creator: _S
+class _Route(_Event, tag="route", kw_only=True):
     session: _S
     request: _Req
     proposed: _Plan
@@ -73,20 +75,14 @@ class _Route(Struct, tag_field="type", tag="route", kw_only=True):
     outcome: Literal["accepted", "rerouted", "abandoned"]
 
 
-class _Retouch(Struct, tag_field="type", tag="retouch", kw_only=True):
-    id: _S
-    ts: str
-    creator: _S
+class _Retouch(_Event, tag="retouch", kw_only=True):
     session: _S | UnsetType | None = UNSET
     image: _S
     before: dict[str, float]
     after: dict[str, float]
 
 
-class _Rating(Struct, tag_field="type", tag="rating", kw_only=True):
-    id: _S
-    ts: str
-    creator: _S
+class _Rating(_Event, tag="rating", kw_only=True):
     session: _S | UnsetType | None = UNSET
     prompt: str
     image: _S
