@@ -211,12 +211,13 @@ def _route(router: Any, requests: Sequence[Any], batch_size: int) -> tuple[list,
 
 
 def _score(router: Any, examples: Sequence[dict[str, Any]], plans: list, confs: list,
-           decisions: Any, seconds: float) -> dict[str, Any]:  # fmt: skip
+           decisions: Any, seconds: float, routed: int) -> dict[str, Any]:  # fmt: skip
+    """Figures of `examples`, plus the routing pass's time (`routed` requests in `seconds`)."""
     figures = evaluate_routes(examples, plans, confs, catalog=router.catalog)
     if decisions is not None:
         figures.update(abstention_figures(examples, decisions, router.calibration))
     figures["seconds"] = seconds
-    figures["requests_per_s"] = len(examples) / seconds if seconds > 0 else float("nan")
+    figures["requests_per_s"] = routed / seconds if seconds > 0 else float("nan")
     return figures
 
 
@@ -226,8 +227,8 @@ def evaluate_router(
     """Route every example's request with `router` and score the plans (figures, plans, confs)."""
     t0 = time.perf_counter()
     plans, confs, decisions = _route(router, [e["request"] for e in examples], batch_size)
-    figures = _score(router, examples, plans, confs, decisions, time.perf_counter() - t0)
-    return figures, plans, confs
+    seconds = time.perf_counter() - t0
+    return _score(router, examples, plans, confs, decisions, seconds, len(examples)), plans, confs
 
 
 def evaluate_router_sets(
@@ -256,9 +257,7 @@ def evaluate_router_sets(
         at = [index[k] for k in keys[name]]
         p, c = [plans[i] for i in at], [confs[i] for i in at]
         d = None if decisions is None else [decisions[i] for i in at]
-        figures = _score(router, rows, p, c, d, seconds)
-        figures["requests_per_s"] = len(unique) / seconds if seconds > 0 else float("nan")
-        out[name] = (figures, p, c)
+        out[name] = (_score(router, rows, p, c, d, seconds, len(unique)), p, c)
     return out
 
 
