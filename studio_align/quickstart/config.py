@@ -63,8 +63,8 @@ class QuickstartConfig(RouterSettings):
     n_creators: int = 40
     n_eval_creators: int = 12
     grading: bool = True  # also run the colour-grading vertical on platform-shaped files
-    # also align the packaged flow generator to simulated creators: 107 s of a 512 s
-    # quickstart at load 0.4-1.4 (docs/flow.md, "Quickstart stage")
+    # also align the packaged flow generator to simulated creators: 68 s of a 348 s
+    # fresh-clone quickstart at load 0.9-1.5 (docs/flow.md, "Quickstart stage")
     flow: bool = True
     flow_grpo_steps: int = Field(20, ge=1)
 
