@@ -1,7 +1,12 @@
 """Creator-log ingestion benchmark: read a generated N-line log, report speed and memory.
 
-    .venv/bin/python bench/ingest.py                       # 1,000,000 lines
+    .venv/bin/python bench/ingest.py                       # 1,000,000 lines, both modes
     .venv/bin/python bench/ingest.py --lines 200000 --check-images --long-line-mb 32
+    .venv/bin/python bench/ingest.py --mode events         # one mode only
+
+Two modes, each a fresh `LogReader` over the same log: `validate` is `LogReader.run()`
+(what `studio-align data validate` runs: every check, no event objects built) and
+`events` iterates the reader (the pydantic events `data compile` and the trainers use).
 
 The log (mixed valid events of all four types, one invalid line in `--invalid-every`,
 optionally one over-long line) is generated into a temporary directory by a child
@@ -60,6 +65,43 @@ def generate(path: Path, lines: int, invalid_every: int, long_line_mb: int, seed
             f.write(raw)
 
 
+def measure(log: Path, tmp: Path, mode: str, check_images: bool, baseline: float) -> dict:
+    """Read `log` once in `mode`; speed, counts and memory (peak RSS so far, so the second
+    mode's peak includes the first's)."""
+    from studio_align.data.reader import LogReader
+
+    quarantine = tmp / f"quarantine-{mode}.jsonl"
+    reader = LogReader(log, check_images=check_images, quarantine=quarantine)
+    t, cpu = time.perf_counter(), time.process_time()
+    n = None
+    if mode == "validate":
+        reader.run()
+    else:
+        n = sum(1 for _ in reader)
+    seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+    peak = _max_rss_mb()
+    s = reader.summary
+    assert n is None or n == s.valid
+    return {
+        "lines": s.total_lines,
+        "valid": s.valid,
+        "invalid": s.invalid_count,
+        "blank": s.blank,
+        "by_type": dict(s.by_type),
+        "by_reason": {str(k): v for k, v in s.by_reason.items()},
+        "quarantine_bytes": quarantine.stat().st_size,
+        "read_seconds": round(seconds, 2),
+        "lines_per_s": round(s.total_lines / seconds),
+        "mb_per_s": round(log.stat().st_size / 2**20 / seconds, 1),
+        "read_cpu_seconds": round(cpu, 2),
+        "lines_per_cpu_s": round(s.total_lines / cpu),
+        "rss_baseline_mb": round(baseline, 1),
+        "rss_peak_mb": round(peak, 1),
+        "rss_delta_mb": round(peak - baseline, 1),
+        "rss_end_mb": round(_rss_now_mb(), 1),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -73,6 +115,7 @@ def main() -> None:
         "--check-images", action="store_true", help="check image existence (default off)"
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mode", choices=("validate", "events", "both"), default="both")
     ap.add_argument("--log", type=Path, help="read this log instead of generating one")
     ap.add_argument("--generate", type=Path, help=argparse.SUPPRESS)  # child-process mode
     args = ap.parse_args()
@@ -100,46 +143,20 @@ def main() -> None:
 
         import pydantic
 
-        from studio_align.data.reader import LogReader
+        import studio_align.data.reader  # noqa: F401 (imported before the baseline RSS)
 
         baseline = _max_rss_mb()
-        reader = LogReader(
-            log, check_images=args.check_images, quarantine=Path(tmp) / "quarantine.jsonl"
+        report: dict = {"log_mb": round(log.stat().st_size / 2**20, 1)}
+        modes = ("validate", "events") if args.mode == "both" else (args.mode,)
+        for mode in modes:
+            report[mode] = measure(log, Path(tmp), mode, args.check_images, baseline)
+        report.update(
+            check_images=args.check_images,
+            load_avg_1m=round(os.getloadavg()[0], 2),
+            generate_seconds=None if gen_s is None else round(gen_s, 1),
+            python=platform.python_version(),
+            pydantic=pydantic.VERSION,
         )
-        t, cpu = time.perf_counter(), time.process_time()
-        n = 0
-        for _ in reader:
-            n += 1
-        seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
-        peak = _max_rss_mb()
-        s = reader.summary
-        size = log.stat().st_size
-        q_size = (Path(tmp) / "quarantine.jsonl").stat().st_size
-        report = {
-            "lines": s.total_lines,
-            "valid": s.valid,
-            "invalid": s.invalid_count,
-            "blank": s.blank,
-            "by_type": dict(s.by_type),
-            "by_reason": {str(k): v for k, v in s.by_reason.items()},
-            "log_mb": round(size / 2**20, 1),
-            "quarantine_bytes": q_size,
-            "check_images": args.check_images,
-            "read_seconds": round(seconds, 2),
-            "lines_per_s": round(s.total_lines / seconds),
-            "mb_per_s": round(size / 2**20 / seconds, 1),
-            "read_cpu_seconds": round(cpu, 2),
-            "lines_per_cpu_s": round(s.total_lines / cpu),
-            "load_avg_1m": round(os.getloadavg()[0], 2),
-            "rss_baseline_mb": round(baseline, 1),
-            "rss_peak_mb": round(peak, 1),
-            "rss_delta_mb": round(peak - baseline, 1),
-            "rss_end_mb": round(_rss_now_mb(), 1),
-            "generate_seconds": None if gen_s is None else round(gen_s, 1),
-            "python": platform.python_version(),
-            "pydantic": pydantic.VERSION,
-        }
-        assert n == s.valid
         print(json.dumps(report, indent=2))
 
 

@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 
 from studio_align.catalog import Catalog
+from studio_align.data.fastdecode import (
+    LineStruct,
+    RatingLine,
+    RetouchLine,
+    RouteLine,
+    SelectionLine,
+    to_event,
+)
 from studio_align.data.paths import confined
 from studio_align.data.results import Reason
 from studio_align.data.schemas import (
@@ -26,8 +34,8 @@ from studio_align.data.schemas import (
 
 AnyEvent = SelectionEvent | RouteEvent | RetouchEvent | RatingEvent
 _CACHE = 65536
-_ROUTES = 8192  # (plan, final, outcome, attachments) keys: ~0.5 KB each, so ~4 MB at most
 Problem = tuple[Reason, str] | None
+_IMAGE_LINES = (RetouchLine, RatingLine)
 
 
 def route_problem(
@@ -77,7 +85,6 @@ class ContextChecks:
         self._confined = functools.lru_cache(maxsize=_CACHE)(confined)
         self._isfile = functools.lru_cache(maxsize=_CACHE)(os.path.isfile)
         self._plan_problems = functools.lru_cache(maxsize=8192)(self._plan_problems_uncached)
-        self._routes: dict[tuple[object, ...], Problem] = {}
         self._good: set[str] = set()  # images of this file known confined (and present)
         self.base_dir = ""
         self._roots: tuple[str, ...] = ()
@@ -93,20 +100,11 @@ class ContextChecks:
     def problem(self, event: AnyEvent) -> Problem:
         """None when the event fits its context, else (reason, detail)."""
         if type(event) is RouteEvent:
-            final = event.final
-            key = (
-                tuple(event.proposed),
-                None if final is None else tuple(final),
-                event.outcome,
-                tuple(event.request.attachments),
-            )
-            routes = self._routes
-            if key in routes:
-                return routes[key]
-            if len(routes) >= _ROUTES:
-                routes.clear()
-            found = routes[key] = route_problem(event, self._steps, self._plan_problems)
-            return found
+            if self._route_ok(
+                event.proposed, event.final, event.outcome, event.request.attachments
+            ):
+                return None
+            return route_problem(event, self._steps, self._plan_problems)
         good = self._good
         if type(event) is SelectionEvent:
             for c in event.candidates:
@@ -116,6 +114,49 @@ class ContextChecks:
         if event.image in good:  # type: ignore[union-attr]
             return None
         return self._image_problem(event)
+
+    def struct_problem(self, ev: LineStruct | AnyEvent) -> Problem:
+        """`problem` for a line the fast path left as a msgspec struct (`LogReader.run`).
+
+        The common answer, "fits", comes from the struct (known images, a route whose
+        plans pass); anything else (an image not seen yet, a failing route) builds the
+        pydantic event once and asks `problem`, which also says why and fills the image
+        cache. Pydantic events (lines the fast path left to pydantic) go to `problem`."""
+        kind = type(ev)
+        if kind is RouteLine:
+            final, attachments = ev.final, ev.request.attachments  # type: ignore[union-attr]
+            if self._route_ok(
+                ev.proposed,  # type: ignore[union-attr]
+                final if type(final) is list else None,
+                ev.outcome,  # type: ignore[union-attr]
+                attachments if type(attachments) is list else (),
+            ):
+                return None
+        elif kind is SelectionLine:
+            if self._good.issuperset([c.image for c in ev.candidates]):  # type: ignore[union-attr]
+                return None
+        elif kind in _IMAGE_LINES:
+            if ev.image in self._good:  # type: ignore[union-attr]
+                return None
+        else:
+            return self.problem(ev)  # type: ignore[arg-type]
+        return self.problem(to_event(ev))  # type: ignore[arg-type]
+
+    def _route_ok(
+        self,
+        proposed: list[str],
+        final: list[str] | None,
+        outcome: str,
+        attachments: Sequence[str],
+    ) -> bool:
+        """Whether a route's plans fit the catalog (`route_problem` says why not): every
+        step known, and the plan the creator endorsed satisfiable (cached per plan and
+        attachments, which recur far more than whole events do)."""
+        steps = self._steps
+        if not steps.issuperset(proposed) or (final is not None and not steps.issuperset(final)):
+            return False
+        preferred = final if outcome == "rerouted" else proposed if outcome == "accepted" else None
+        return preferred is None or not self._plan_problems(tuple(preferred), tuple(attachments))
 
     def _image_problem(self, event: AnyEvent) -> Problem:
         base_dir, roots = self.base_dir, self._roots

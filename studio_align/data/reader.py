@@ -45,8 +45,13 @@ from typing import IO, Any, NamedTuple
 from pydantic import ValidationError
 
 from studio_align.catalog import Catalog, default_catalog
-from studio_align.data.context import AnyEvent, ContextChecks, route_problem  # noqa: F401 (re-export)
-from studio_align.data.fastdecode import fast_event
+from studio_align.data.context import (  # noqa: F401 (route_problem: re-export)
+    AnyEvent,
+    ContextChecks,
+    Problem,
+    route_problem,
+)
+from studio_align.data.fastdecode import KIND, decode_line, fast_event
 from studio_align.data.paths import check_quarantine_target, expand_log_paths
 from studio_align.data.results import FileCounts, InvalidLine, ReadSummary, Reason
 from studio_align.data.schemas import (
@@ -147,6 +152,10 @@ class LogReader:
     reader.summary                  # ReadSummary: counts by type, invalid lines, totals
     ```
 
+    `reader.run()` instead reads to the end without building the events (every check
+    still runs, same summary and quarantine) and returns the summary: about three times
+    faster, for callers that only validate.
+
     `quarantine` is a path (truncated and written) or an open binary file (written, not
     closed). `on_invalid` is called with each `InvalidLine` as it is found.
     """
@@ -194,26 +203,39 @@ class LogReader:
             self.summary.quarantine = str(q_path)
 
     def __iter__(self) -> Iterator[Entry]:
-        if self._used:
-            raise RuntimeError("a LogReader can be iterated once; make a new one")
-        self._used = True
-        q = self.quarantine
-        if q is None:
-            yield from self._read_all(None)
-        elif isinstance(q, str | os.PathLike):
-            Path(q).parent.mkdir(parents=True, exist_ok=True)
-            with open(q, "wb") as sink:
-                yield from self._read_all(_Quarantine(sink))
-        else:
-            yield from self._read_all(_Quarantine(q))
+        return self._read(build=True)
+
+    def run(self) -> ReadSummary:
+        """Read every line, checking it as iteration does, but build no event objects
+        (valid lines stay msgspec structs and are dropped); return the summary."""
+        for _ in self._read(build=False):
+            pass
+        return self.summary
 
     # -- internals -----------------------------------------------------------------
 
-    def _read_all(self, quarantine: _Quarantine | None) -> Iterator[Entry]:
-        for path in self.paths:
-            yield from self._read_file(path, quarantine)
+    def _read(self, build: bool) -> Iterator[Entry]:
+        if self._used:
+            raise RuntimeError("a LogReader can be read once; make a new one")
+        self._used = True
+        q = self.quarantine
+        if q is None:
+            yield from self._read_all(None, build)
+        elif isinstance(q, str | os.PathLike):
+            Path(q).parent.mkdir(parents=True, exist_ok=True)
+            with open(q, "wb") as sink:
+                yield from self._read_all(_Quarantine(sink), build)
+        else:
+            yield from self._read_all(_Quarantine(q), build)
 
-    def _read_file(self, path: Path, quarantine: _Quarantine | None) -> Iterator[Entry]:
+    def _read_all(self, quarantine: _Quarantine | None, build: bool) -> Iterator[Entry]:
+        for path in self.paths:
+            yield from self._read_file(path, quarantine, build)
+
+    def _read_file(
+        self, path: Path, quarantine: _Quarantine | None, build: bool
+    ) -> Iterator[Entry]:
+        """Read one file; with `build` False nothing is yielded (see `run`)."""
         summary = self.summary
         counts = FileCounts(str(path))
         summary.files.append(counts)
@@ -221,9 +243,10 @@ class LogReader:
         limit = self.max_line_bytes
         context = self._context
         context.start_file(base_dir)
-        check = context.problem
+        check: Callable[[Any], Problem] = context.problem if build else context.struct_problem
         validate = EVENT_ADAPTER.validator.validate_json  # the core validator: no wrapper cost
-        fast = fast_event
+        fast: Callable[[bytes], Any] = fast_event if build else decode_line
+        kind = KIND
         # Per-line counts stay in locals (an attribute update per line was a tenth of the
         # read) and reach the summary when the file ends or the caller stops iterating.
         lineno = valid = blank = 0
@@ -270,8 +293,9 @@ class LogReader:
                         continue
 
                     valid += 1
-                    by_type[event.type] += 1
-                    yield Entry(event, path, lineno, base_dir)
+                    by_type[kind[type(event)]] += 1
+                    if build:
+                        yield Entry(event, path, lineno, base_dir)
         finally:
             counts.lines, counts.valid, counts.blank = lineno, valid, blank
             summary.total_lines += lineno
@@ -343,7 +367,4 @@ def validate_logs(
 
     Options are `LogReader`'s (`catalog`, `check_images`, `quarantine`, `on_invalid`, ...).
     """
-    reader = LogReader(paths, **options)
-    for _ in reader:
-        pass
-    return reader.summary
+    return LogReader(paths, **options).run()
