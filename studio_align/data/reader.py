@@ -153,8 +153,8 @@ class LogReader:
     ```
 
     `reader.run()` instead reads to the end without building the events (every check
-    still runs, same summary and quarantine) and returns the summary: about three times
-    faster, for callers that only validate.
+    still runs, same summary and quarantine) and returns the summary: about twice as
+    fast, for callers that only validate.
 
     `quarantine` is a path (truncated and written) or an open binary file (written, not
     closed). `on_invalid` is called with each `InvalidLine` as it is found.
