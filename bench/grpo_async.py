@@ -4,7 +4,8 @@
     python bench/grpo_async.py --seeds 0 --steps 12
 
 The task is the LM answer task of `tests/test_training_grpo.py` (`<bos> a b` ->
-`[ANSWER0 + a, <eos>]`, a tiny Transformer, 4 prompts x 8 samples, mu 2, lr 5e-3). For
+`[ANSWER0 + a, <eos>]`, a tiny Transformer, 4 prompts x 8 samples, mu 2 (`--mu`), lr
+5e-3; the stale rollout corrected by `--correction`, default decoupled PPO). For
 each seed it trains once with `async_rollout=False` and once with `True` (interleaved, in
 this one process, so both see the same load) and prints one JSON line per run:
 `steady_step_s` (median wall time of steps 4..N, as the trainer returns them: compile and
@@ -32,11 +33,13 @@ from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import LMPolicy
 
 
-def run(seed: int, steps: int, overlapped: bool) -> dict:
+def run(
+    seed: int, steps: int, overlapped: bool, mu: int = 2, correction: str = "decoupled"
+) -> dict:
     pol = LMPolicy(max_prompt_len=4, max_new_tokens=4, pad_id=toy.PAD, eos_id=toy.EOS)
     cfg = GRPOConfig(
-        steps=steps, prompts_per_step=4, group_size=8, mu=2, seed=seed,
-        async_rollout=overlapped,
+        steps=steps, prompts_per_step=4, group_size=8, mu=mu, seed=seed,
+        async_rollout=overlapped, async_correction=correction,
     )  # fmt: skip
     model = Transformer(ModelConfig.tiny(toy.VOCAB), rngs=nnx.Rngs(seed))
     t = GRPOTrainer(
@@ -73,12 +76,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--mu", type=int, default=2, help="optimisation passes per rollout")
+    ap.add_argument("--correction", choices=("decoupled", "clip"), default="decoupled")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     rows = []
     for seed in args.seeds:
         for overlapped in (False, True):
-            rows.append(run(seed, args.steps, overlapped))
+            rows.append(run(seed, args.steps, overlapped, args.mu, args.correction))
             print(json.dumps(rows[-1]), flush=True)
     by = {m: [r for r in rows if r["mode"] == m] for m in ("sync", "async")}
     med = {m: {k: statistics.median(r[k] for r in rs) for k in ("steady_step_s", "wall_s",

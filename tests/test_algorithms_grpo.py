@@ -81,6 +81,30 @@ def test_clipping_hand_values() -> None:
     assert float(m["clip_fraction"]) == 0.0
 
 
+def test_decoupled_ppo_hand_values() -> None:
+    """Decoupled PPO: clip against the proximal policy, weight by prox / behaviour (capped)."""
+    old = jnp.log(jnp.array([[0.2, 0.5]]))  # the stale rollout's policy
+    prox = jnp.log(jnp.array([[0.4, 0.5]]))  # where this update starts: token 0 moved 2x
+    mask, adv = jnp.ones((1, 2)), jnp.array([1.0])
+    # against the rollout, token 0's ratio (2.0) is clipped: its gradient is gone
+    grad_clip = jax.grad(lambda lp: grpo_loss(lp, old, None, adv, mask, epsilon=0.2)[0])(prox)
+    assert float(grad_clip[0, 0]) == 0.0
+    # against the proximal policy the ratio is 1 and token 0 is weighted 2 = 0.4 / 0.2
+    loss, m = grpo_loss(prox, old, None, adv, mask, epsilon=0.2, prox_logps=prox)
+    assert float(loss) == pytest.approx(-(2.0 + 1.0) / 2, rel=1e-6)
+    assert float(m["is_weight/mean"]) == pytest.approx(1.5, rel=1e-6)
+    assert float(m["clip_fraction"]) == 0.0
+    grad = jax.grad(lambda lp: grpo_loss(lp, old, None, adv, mask, prox_logps=prox)[0])(prox)
+    np.testing.assert_allclose(grad, [[-1.0, -0.5]], rtol=1e-6)  # -w * A / T per token
+    # the weight is capped, and prox == old is the plain clipped loss
+    loss, _ = grpo_loss(prox, old, None, adv, mask, prox_logps=prox, max_is_weight=1.5)
+    assert float(loss) == pytest.approx(-(1.5 + 1.0) / 2, rel=1e-6)
+    lp = jnp.log(jnp.array([[0.3, 0.6]]))
+    plain, _ = grpo_loss(lp, old, None, adv, mask, epsilon=0.2)
+    same, _ = grpo_loss(lp, old, None, adv, mask, epsilon=0.2, prox_logps=old)
+    assert float(same) == pytest.approx(float(plain), rel=1e-6)
+
+
 def test_on_policy_loss_is_minus_advantage() -> None:
     lp = jnp.array([[-1.0, -2.0]])
     loss, m = grpo_loss(lp, lp, None, jnp.array([2.0]), jnp.ones((1, 2)), epsilon=0.2)

@@ -65,6 +65,22 @@ def test_async_rollout_lm_runs_and_is_bounded() -> None:
     assert t.compiles == 1 and t._pool is None  # the worker is gone after train()
 
 
+@pytest.mark.parametrize("mu", [1, 2])
+def test_async_rollout_decoupled_correction(mu: int) -> None:
+    """Decoupled PPO on stale rollouts: with one update per step the proximal log-probs are
+    the update's own forward; with several, one extra pass per stale step computes them.
+    Either way one compiled update, and the behaviour weights are logged (1 when fresh)."""
+    t = _lm_trainer(4, async_rollout=True, mu=mu)
+    h = t.train().history
+    assert t.compiles == 1
+    assert h[0]["rollout/staleness"] == 0.0 and h[0]["is_weight/mean"] == pytest.approx(1.0)
+    stale = [x for x in h if x["rollout/staleness"] == 1.0]
+    assert stale and all(0.0 < x["is_weight/mean"] <= 5.0 for x in stale)
+    assert all(np.isfinite(x["loss"]) for x in h)
+    clip = _lm_trainer(4, async_rollout=True, mu=mu, async_correction="clip")
+    assert all("is_weight/mean" not in x for x in clip.train().history)
+
+
 def _table_run(async_rollout: bool, mesh: dict | None) -> list[float]:
     """Reward curve of the table-policy pattern task (tests/test_training_grpo.py)."""
     sys.path.insert(0, str(Path(__file__).parent))

@@ -186,6 +186,8 @@ def grpo_loss(
     aggregation: str = "sequence-mean-token-mean",
     importance: str = "token",
     max_tokens: int | None = None,
+    prox_logps: Array | None = None,
+    max_is_weight: float = 5.0,
 ) -> tuple[Array, Metrics]:
     """Clipped surrogate loss over `[B, T]` per-token log-probs of completions.
 
@@ -197,8 +199,16 @@ def grpo_loss(
     `importance="sequence"` is GSPO. `aggregation` is one of `token-mean`,
     `sequence-mean-token-mean` (GRPO paper), `sequence-mean-token-scale` (Dr. GRPO,
     normaliser `B * max_tokens`, default T).
+    `prox_logps` (decoupled PPO, Hilton et al. 2021, for stale rollouts): the log-probs of
+    the parameters the update starts from. The ratio is then clipped against them, not
+    against the rollout's policy, and each token is weighted by the behaviour correction
+    `exp(prox - old)` (no gradient, capped at `max_is_weight`). With a rollout one update
+    old, clipping against the rollout's policy zeroes the gradient of every token the
+    last update already moved past the clip range; clipping against the proximal policy
+    keeps the trust region where it belongs, and the weight keeps the estimate unbiased.
     Metrics: `loss/policy`, `kl` (to the reference, when given), `kl/old` (to the rollout
-    policy), `clip_fraction` (+ `/low`, `/high`), `ratio/mean`.
+    policy), `clip_fraction` (+ `/low`, `/high`), `ratio/mean`, with `prox_logps` also
+    `is_weight/mean`.
     """
     agg = _pick(AGGREGATIONS, aggregation, "aggregation")
     log_ratio_fn = _pick(IMPORTANCE, importance, "importance level")
@@ -207,12 +217,18 @@ def grpo_loss(
     mask = mask.astype(logps.dtype)
     adv = advantages[:, None] if advantages.ndim == 1 else advantages
 
-    ratio = jnp.exp(log_ratio_fn(logps, jax.lax.stop_gradient(old_logps), mask))
+    metrics: Metrics = {}
+    anchor = old_logps if prox_logps is None else prox_logps
+    ratio = jnp.exp(log_ratio_fn(logps, jax.lax.stop_gradient(anchor), mask))
     clipped = jnp.clip(ratio, 1.0 - epsilon, 1.0 + eps_high)
     per_token = -jnp.minimum(ratio * adv, clipped * adv)
+    if prox_logps is not None:
+        behaviour = jnp.exp(log_ratio_fn(prox_logps, old_logps, mask))
+        weight = jax.lax.stop_gradient(jnp.minimum(behaviour, max_is_weight))
+        per_token = weight * per_token
+        metrics["is_weight/mean"] = _token_mean(weight, mask, None)
     policy_loss = agg(per_token, mask, max_tokens)
 
-    metrics: Metrics = {}
     if not (isinstance(beta, int | float) and beta == 0.0):
         if ref_logps is None:
             raise ValueError("grpo_loss: beta != 0 needs ref_logps")

@@ -32,12 +32,15 @@ once per `log_every` window (and before a checkpoint, which must never hold a di
 policy). Overlapped rollout (`async_rollout`): one worker thread produces the experience
 (rollout, rewards, reference log-probs, advantages) of the next `max_staleness` steps
 from the parameters current when each was requested, while the main thread runs the
-update; the rollout's own log-probs are the clipped ratio's old log-probs, so the
-staleness is corrected like any off-policy pass (`rollout/staleness` is logged).
+update. The staleness is corrected by decoupled PPO (`async_correction = "decoupled"`):
+the ratio is clipped against the parameters the update starts from and each token is
+weighted by their ratio to the rollout's own log-probs (capped); `"clip"` clips against
+the rollout's log-probs instead. `rollout/staleness` and `is_weight/mean` are logged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -157,11 +160,16 @@ class GRPOTrainer(RolloutMixin):
                 self._restore()
         if self.logger is not None:
             self.logger.resume_at(self.step_count)  # fresh: emptied; resumed: steps > it dropped
+        self._decoupled = cfg.async_rollout and cfg.async_correction == "decoupled"
         self._update = jax.jit(
             self._make_update(),
             # async: the worker may still sample from these parameters, so keep them
             donate_argnums=(2,) if cfg.async_rollout else (0, 1, 2),
             out_shardings=(*state.shardings, state.replicated),
+        )
+        # decoupled PPO for stale rollouts: the log-probs of the parameters an update starts from
+        self._prox_logps = jax.jit(
+            lambda params, rest, b: policy.logps(nnx.merge(self.graphdef, params, rest), b)[0]
         )
         self._ref_logps: Callable | None = None
         if ref_model is not None:
@@ -181,13 +189,18 @@ class GRPOTrainer(RolloutMixin):
             importance=cfg.importance,
         )
 
+        self_prox = self._decoupled and cfg.mu * cfg.minibatches == 1
+
         def loss_fn(model: nnx.Module, batch: Mapping[str, Any]) -> tuple:
             logps, mask, entropy = policy.logps(model, batch["policy"])
             # beta rides in the batch (a scalar array) when adaptive: no recompile per value
             beta = batch.get("beta", cfg.beta)
+            # one update per step: it starts from the parameters being differentiated, so
+            # the proximal log-probs are this very forward's (no extra pass)
+            prox = jax.lax.stop_gradient(logps) if self_prox else batch.get("prox_logps")
             loss, metrics = grpo_loss(
                 logps, batch["old_logps"], batch.get("ref_logps"), batch["advantages"], mask,
-                beta=beta, **options,
+                beta=beta, prox_logps=prox, **options,
             )  # fmt: skip
             m = mask.astype(jnp.float32)
             metrics["entropy"] = jnp.sum(jax.lax.stop_gradient(entropy) * m) / jnp.maximum(
@@ -232,6 +245,15 @@ class GRPOTrainer(RolloutMixin):
                 f"{n} samples per step do not split into {cfg.minibatches} minibatches"
             )
         size = n // cfg.minibatches
+        if self._decoupled and cfg.mu * cfg.minibatches > 1:
+            # clip every update against the parameters this step starts from: a stale
+            # rollout needs one forward pass for them; a fresh one has them already
+            arrays = dict(exp.arrays)
+            if exp.version < self._version:
+                arrays["prox_logps"] = self._prox_logps(self.params, self.rest, arrays["policy"])
+            else:
+                arrays["prox_logps"] = arrays["old_logps"]
+            exp = dataclasses.replace(exp, arrays=arrays)
         window = []
         for _ in range(cfg.mu):
             perm = self._mb_rng.permutation(n)  # fresh minibatches each pass

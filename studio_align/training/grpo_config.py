@@ -55,12 +55,16 @@ class GRPOConfig(Strict):
     seed: int = 0
     log_every: int = Field(default=1, ge=1)
     # overlapped rollout: step n+1's groups are sampled (and scored) in a thread while step
-    # n's update runs, from parameters at most `max_staleness` updates old; the clipped
-    # importance ratio against the rollout's own log-probs corrects for it. Off by default:
-    # on the toy task (bench/grpo_async.py, 3 seeds) it cut the steady step 1.21x but not
-    # the wall time (0.96x) and ended at a lower reward (0.60 vs 0.77); docs/performance.md
+    # n's update runs, from parameters at most `max_staleness` updates old, corrected by
+    # `async_correction`. Off by default: at the peer harness's dims it is 1.14x faster
+    # (two cores), but on the toy task (bench/grpo_async.py, 3 seeds, round 5) its final
+    # reward is mixed: better with mu 2 (0.887 vs 0.772), worse with mu 1 (0.475 vs 0.681).
     async_rollout: bool = False
     max_staleness: int = Field(default=1, ge=1)
+    # how a stale rollout is corrected: "decoupled" (decoupled PPO: clip against the
+    # parameters the step starts from, one extra forward pass; weight by the behaviour
+    # ratio) or "clip" (the plain clipped ratio against the rollout's own log-probs)
+    async_correction: Literal["decoupled", "clip"] = "decoupled"
 
 
 def plugin_reward_fn(
