@@ -1,7 +1,7 @@
 """SFT routers trained with and without the colloquial rewriting lever (issue 14), scored on
 validation.
 
-    python bench/router_colloquial.py --out DIR --prob 0,0.3 [--seeds 0,1] [--steps 800]
+    python bench/router_colloquial.py --out DIR --prob 0,0.3 [--langs zh] [--seeds 0,1] [--steps 800]
         [--eval] [--json F]
 
 For each colloquial probability and seed: the quickstart's data (`demo_splits`, the
@@ -29,7 +29,7 @@ from typing import Any
 
 from studio_align.intents import eval as packaged
 from studio_align.intents.calibration import fit_calibration
-from studio_align.intents.demo import demo_splits, heldout_clause_examples
+from studio_align.intents.demo import LANGS, demo_splits, heldout_clause_examples
 from studio_align.intents.evaluate import evaluate_router_sets
 from studio_align.intents.router import Router
 from studio_align.plugins import get_host
@@ -74,7 +74,13 @@ def row(name: str, f: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_one(
-    out: Path, prob: float, seed: int, steps: int, with_eval: bool, reuse: bool = False
+    out: Path,
+    prob: float,
+    seed: int,
+    steps: int,
+    with_eval: bool,
+    reuse: bool = False,
+    langs: tuple[str, ...] = LANGS,
 ) -> dict[str, Any]:
     cfg = QuickstartConfig(seed=seed, sft_steps=steps)
     splits = demo_splits(
@@ -83,8 +89,10 @@ def run_one(
         n_val=cfg.n_val,
         n_heldout=cfg.n_heldout,
         colloquial_prob=prob,
+        colloquial_langs=langs,
     )
-    run = out / f"p{prob:g}_s{seed}"
+    tag = "" if langs == LANGS else "_" + "+".join(langs)
+    run = out / f"p{prob:g}{tag}_s{seed}"
     t0 = time.perf_counter()
     ckpt = run / "stages" / "sft" / "model"
     if not (reuse and (ckpt / "router.json").exists()):
@@ -97,12 +105,19 @@ def run_one(
     sets = val_sets(splits) | (eval_sets(splits) if with_eval else {})
     scored = evaluate_router_sets(router, sets, batch_size=cfg.eval_batch_size)
     rows = [row(name, scored[name][0]) for name in sets]
-    return {"prob": prob, "seed": seed, "steps": steps, "sft_seconds": seconds, "rows": rows}
+    return {
+        "prob": prob,
+        "langs": list(langs),
+        "seed": seed,
+        "steps": steps,
+        "sft_seconds": seconds,
+        "rows": rows,
+    }
 
 
 def show(res: dict[str, Any]) -> None:
     print(
-        f"\ncolloquial_prob={res['prob']} seed={res['seed']} steps={res['steps']} "
+        f"\ncolloquial_prob={res['prob']} langs={res['langs']} seed={res['seed']} steps={res['steps']} "
         f"SFT {res['sft_seconds']:.0f}s"
     )
     keys = ["set", "n", "exact", "en", "zh", "f1", "ece_raw", "ece", "cov95"]
@@ -116,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--prob", default="0,0.3", help="colloquial probabilities, comma-separated")
+    ap.add_argument("--langs", default="en,zh", help="languages the lever rewrites")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--steps", type=int, default=QuickstartConfig().sft_steps)
     ap.add_argument("--eval", action="store_true", help="also score v1, v2 and held-out")
@@ -125,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for seed in (int(s) for s in args.seeds.split(",")):
         for prob in (float(p) for p in args.prob.split(",")):
-            res = run_one(args.out, prob, seed, args.steps, args.eval, args.reuse)
+            langs = tuple(args.langs.split(","))
+            res = run_one(args.out, prob, seed, args.steps, args.eval, args.reuse, langs)
             show(res)
             results.append(res)
             if args.json:

@@ -50,3 +50,12 @@ def test_lever_rewrites_only_text_and_leaves_the_rest_of_the_data_unchanged() ->
     # held-out data never gets the lever unless asked
     held = generate_examples(100, seed=5, split="heldout")
     assert held == generate_examples(100, seed=5, split="heldout", colloquial_prob=0.0)
+
+
+def test_lever_can_be_limited_to_one_language() -> None:
+    base = generate_examples(300, seed=6, colloquial_prob=0.0)
+    zh_only = generate_examples(300, seed=6, colloquial_prob=0.5, colloquial_langs=("zh",))
+    for a, b in zip(base, zh_only, strict=True):
+        if not is_cjk(a["request"]["text"]):
+            assert a == b  # an English request is never rewritten
+    assert any(a != b for a, b in zip(base, zh_only, strict=True))

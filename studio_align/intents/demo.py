@@ -239,6 +239,7 @@ def generate_examples(
     dropout_prob: float | None = None,
     styled_prob: float | None = None,
     colloquial_prob: float | None = None,
+    colloquial_langs: Sequence[str] = LANGS,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -248,10 +249,12 @@ def generate_examples(
     `STYLED_PROB`: `demo_styles.render_styled`, with typos at `STYLED_TYPO_PROB`);
     held-out data uses only the held-out whole-sentence templates and none of these
     unless asked. `colloquial_prob` (default `COLLOQUIAL_PROB` in training, 0 otherwise)
-    rewrites that fraction of requests as chat-box text (`demo_colloquial`).
+    rewrites that fraction of requests in `colloquial_langs` as chat-box text
+    (`demo_colloquial`).
     """
     if colloquial_prob is None:
         colloquial_prob = COLLOQUIAL_PROB if split == "train" else 0.0
+    probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     # its own stream: the other draws, hence the rest of the data, stay as without it
     crng = random.Random(f"colloquial:{seed}:{split}")
     if styled_prob is None:
@@ -276,7 +279,7 @@ def generate_examples(
             text = render_styled(intent, lang, rng)
             if rng.random() < STYLED_TYPO_PROB:
                 text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
-            out.append(make_example(intent, _colloquial(text, lang, crng, colloquial_prob)))
+            out.append(make_example(intent, _colloquial(text, lang, crng, probs[lang])))
             continue
         text = render_request(
             intent,
@@ -287,7 +290,7 @@ def generate_examples(
             filler_prob=filler_prob,
             dropout_prob=dropout_prob,
         )
-        out.append(make_example(intent, _colloquial(text, lang, crng, colloquial_prob)))
+        out.append(make_example(intent, _colloquial(text, lang, crng, probs[lang])))
     return out
 
 
@@ -318,10 +321,15 @@ def demo_splits(
     n_val: int = 300,
     n_heldout: int = 600,
     colloquial_prob: float | None = None,
+    colloquial_langs: Sequence[str] = LANGS,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
-        n_train + n_val, seed=seed, split="train", colloquial_prob=colloquial_prob
+        n_train + n_val,
+        seed=seed,
+        split="train",
+        colloquial_prob=colloquial_prob,
+        colloquial_langs=colloquial_langs,
     )
     return {
         "train": both[:n_train],
