@@ -129,8 +129,9 @@ def test_packaged_sets_are_valid_and_balanced() -> None:
         assert 0.4 <= zh / len(rows) <= 0.6
     v2 = packaged.load("handwritten_v2")
     assert len(v2) >= 200
-    val_texts = {r["request"]["text"] for r in packaged.load("handwritten_val")}
-    assert not val_texts & {r["request"]["text"] for r in v2}
+    val_texts = {r["request"]["text"] for n in packaged.VAL_SETS for r in packaged.load(n)}
+    eval_texts = {r["request"]["text"] for n in packaged.EVAL_SETS for r in packaged.load(n)}
+    assert not val_texts & eval_texts
 
 
 def test_evaluate_router_sets_matches_one_set_at_a_time(router) -> None:

@@ -8,6 +8,10 @@
   An evaluation set: never used to choose a setting.
 - `handwritten_val`: 80 further hand-written requests (40 + 40) in the same styles, the
   *validation* set on which calibration, abstention thresholds and settings are chosen.
+- `handwritten_val2`: 96 more validation requests (48 + 48), written in round 5 before the
+  colloquial-phrasing lever was built or tuned, weighted to how people actually type to a
+  creative tool (Chinese particles and verbs such as 帮我/整个/搞/弄/呗/吧, fragments,
+  run-on briefs, code-switching, typos, product names). Validation only, never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -22,7 +26,8 @@ from studio_align.errors import DataError
 from studio_align.intents.demo import read_examples
 
 HERE = Path(__file__).resolve().parent
-SETS = ("handwritten_v1", "handwritten_v2", "handwritten_val")
+SETS = ("handwritten_v1", "handwritten_v2", "handwritten_val", "handwritten_val2")
+VAL_SETS = ("handwritten_val", "handwritten_val2")
 EVAL_SETS = ("handwritten_v1", "handwritten_v2")
 
 
