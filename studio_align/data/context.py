@@ -14,14 +14,7 @@ import os
 from collections.abc import Callable, Container, Sequence
 
 from studio_align.catalog import Catalog
-from studio_align.data.fastdecode import (
-    LineStruct,
-    RatingLine,
-    RetouchLine,
-    RouteLine,
-    SelectionLine,
-    to_event,
-)
+from studio_align.data.fastdecode import STRUCT_KIND, LineStruct, to_event
 from studio_align.data.paths import confined
 from studio_align.data.results import Reason
 from studio_align.data.schemas import (
@@ -35,7 +28,6 @@ from studio_align.data.schemas import (
 AnyEvent = SelectionEvent | RouteEvent | RetouchEvent | RatingEvent
 _CACHE = 65536
 Problem = tuple[Reason, str] | None
-_IMAGE_LINES = (RetouchLine, RatingLine)
 
 
 def route_problem(
@@ -122,8 +114,8 @@ class ContextChecks:
         plans pass); anything else (an image not seen yet, a failing route) builds the
         pydantic event once and asks `problem`, which also says why and fills the image
         cache. Pydantic events (lines the fast path left to pydantic) go to `problem`."""
-        kind = type(ev)
-        if kind is RouteLine:
+        kind = STRUCT_KIND.get(type(ev))
+        if kind == "route":
             final, attachments = ev.final, ev.request.attachments  # type: ignore[union-attr]
             if self._route_ok(
                 ev.proposed,  # type: ignore[union-attr]
@@ -132,10 +124,10 @@ class ContextChecks:
                 attachments if type(attachments) is list else (),
             ):
                 return None
-        elif kind is SelectionLine:
+        elif kind == "selection":
             if self._good.issuperset([c.image for c in ev.candidates]):  # type: ignore[union-attr]
                 return None
-        elif kind in _IMAGE_LINES:
+        elif kind is not None:  # retouch, rating
             if ev.image in self._good:  # type: ignore[union-attr]
                 return None
         else:

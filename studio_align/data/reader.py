@@ -51,7 +51,7 @@ from studio_align.data.context import (  # noqa: F401 (route_problem: re-export)
     Problem,
     route_problem,
 )
-from studio_align.data.fastdecode import KIND, decode_line, fast_event
+from studio_align.data.fastdecode import KIND, check_line, fast_event
 from studio_align.data.paths import check_quarantine_target, expand_log_paths
 from studio_align.data.results import FileCounts, InvalidLine, ReadSummary, Reason
 from studio_align.data.schemas import (
@@ -245,7 +245,7 @@ class LogReader:
         context.start_file(base_dir)
         check: Callable[[Any], Problem] = context.problem if build else context.struct_problem
         validate = EVENT_ADAPTER.validator.validate_json  # the core validator: no wrapper cost
-        fast: Callable[[bytes], Any] = fast_event if build else decode_line
+        fast: Callable[[bytes], Any] = fast_event if build else check_line
         kind = KIND
         # Per-line counts stay in locals (an attribute update per line was a tenth of the
         # read) and reach the summary when the file ends or the caller stops iterating.
