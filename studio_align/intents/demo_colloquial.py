@@ -134,20 +134,21 @@ def _rewrite_zh(text: str, rng: random.Random, prob: float) -> str:
     return text
 
 
-def _typo_zh(text: str, rng: random.Random) -> str:
-    words = [w for w in ZH_TYPOS if w in text]
+def _swap_one(text: str, table: dict[str, tuple[str, ...]], rng: random.Random) -> str:
+    """Replace one occurrence of one of `table`'s words present in `text` by a variant."""
+    words = [w for w in table if w in text]
     if words:
         w = rng.choice(words)
-        text = text.replace(w, rng.choice(ZH_TYPOS[w]), 1)
+        text = text.replace(w, rng.choice(table[w]), 1)
     return text
+
+
+def _typo_zh(text: str, rng: random.Random) -> str:
+    return _swap_one(text, ZH_TYPOS, rng)
 
 
 def _switch_zh(text: str, rng: random.Random) -> str:
-    words = [w for w in ZH_SWITCH if w in text]
-    if words:
-        w = rng.choice(words)
-        text = text.replace(w, rng.choice(ZH_SWITCH[w]), 1)
-    return text
+    return _swap_one(text, ZH_SWITCH, rng)
 
 
 def _fragment_zh(text: str, rng: random.Random) -> str:
