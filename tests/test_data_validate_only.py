@@ -13,6 +13,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from data_events import line, rating, retouch, route, selection
 
 from studio_align.data.reader import LogReader
@@ -100,9 +101,5 @@ def test_run_reads_once_and_returns_the_summary(tmp_path):
     reader = LogReader(log)
     summary = reader.run()
     assert summary is reader.summary and (summary.valid, summary.invalid_count) == (1, 1)
-    try:
+    with pytest.raises(RuntimeError, match="once"):
         reader.run()
-    except RuntimeError as e:
-        assert "once" in str(e)
-    else:
-        raise AssertionError("a second run() must be refused")
