@@ -245,8 +245,15 @@ class Transformer(nnx.Module):
         tokens: jax.Array,
         positions: jax.Array | None = None,
         attn_mask: jax.Array | None = None,
+        branches: jax.Array | None = None,
     ) -> jax.Array:
-        """Final-norm hidden states [B, T, D] (for chunked log-probs and value/reward heads)."""
+        """Final-norm hidden states [B, T, D] (for chunked log-probs and value/reward heads).
+
+        `branches [B, T]` (int) lays several continuations of one shared prefix side by
+        side in a row: a token of branch k > 0 attends to the shared trunk (branch 0) and
+        to its own branch only, so `[prompt, chosen, rejected]` scores both completions
+        while the prompt is computed once (pass each branch's own `positions`).
+        """
         b, t = tokens.shape
         if attn_mask is None:
             attn_mask = jnp.ones((b, t), jnp.bool_)
@@ -256,6 +263,9 @@ class Transformer(nnx.Module):
         idx = jnp.arange(t)
         causal = (idx[None, :] <= idx[:, None])[None]  # [1, T, T]
         allowed = causal & attn_mask[:, None, :]
+        if branches is not None:
+            key = branches[:, None, :]
+            allowed = allowed & ((key == 0) | (key == branches[:, :, None]))
         masks = self._masks(allowed, positions, positions)
         x = self.embed_tokens.encode(tokens)
         ropes = self._ropes(positions)

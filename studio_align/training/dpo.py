@@ -5,9 +5,9 @@ Design choices:
   `loss_fn(model, batch)` closed over one algorithm function from `studio_align.algorithms`
   (DPO with loss types sigmoid/cDPO, ipo, hinge, robust; or reference-free simpo/orpo),
   so the jitted step never sees a string.
-- Chosen and rejected are scored in ONE forward pass over their concatenation (both are
-  padded to the same length when packed), which halves the kernel launches and keeps
-  the batch statistics of both halves consistent.
+- Chosen and rejected are scored in ONE forward pass (`pair_scoring.py`): one row
+  `[prompt, chosen, rejected]` per pair when both sides share the prompt (the prompt is
+  computed once), else both sides concatenated along the batch.
 - The reference model is used once: `reference_logps` scores the whole dataset before
   training and caches the result on disk (`ref_cache.py`), keyed by the reference's
   parameters and the dataset's tokens. IPO, SimPO and ORPO use length-normalised
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -31,12 +31,15 @@ from pydantic import Field
 
 from studio_align.algorithms import dpo_loss, orpo_loss, simpo_loss
 from studio_align.config import Strict
-from studio_align.models.logprobs import gather_logps, token_logps
-from studio_align.models.transformer import positions_from_mask
 from studio_align.tasks import StartingPoint
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.packing import pack_pairs
+from studio_align.training.pair_scoring import (
+    PAIR_FIELDS,
+    pair_layout,
+    pair_logps,
+)
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
 from studio_align.training.run import (
     ModelSection,
@@ -67,74 +70,8 @@ class DPOConfig(Strict):
     cache_dir: Path | None = None  # default: RUN_DIR/ref_cache
 
 
-PAIR_FIELDS = ("tokens", "attn", "loss")
-
-
 def _pair_fields(pairs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {f"{s}_{f}": pairs[f"{s}_{f}"] for s in ("chosen", "rejected") for f in PAIR_FIELDS}
-
-
-def completion_windows(pairs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """`chosen_window`, `rejected_window [N, K]`: per row, the K positions whose next token
-    may be a completion token (the first one's predecessor onwards), K the longest span
-    over both sides rounded up to 8. With them in the batch `pair_logps` projects onto
-    the vocabulary only there (K of the L positions: 16 of 64 for 48-token prompts)."""
-    spans = []
-    for side in ("chosen", "rejected"):
-        loss = np.asarray(pairs[f"{side}_loss"], bool)[:, 1:]  # target t+1 predicted at t
-        any_ = loss.any(axis=1)
-        first = np.where(any_, loss.argmax(axis=1), 0)
-        last = np.where(any_, loss.shape[1] - 1 - loss[:, ::-1].argmax(axis=1), 0)
-        spans.append((first, last))
-    width = loss.shape[1]
-    k = max(int((last - first).max()) + 1 for first, last in spans)
-    k = min(width, -(-k // 8) * 8)
-    out = {}
-    for side, (first, _) in zip(("chosen", "rejected"), spans, strict=True):
-        start = np.minimum(first, width - k)  # the window stays inside the sequence
-        out[f"{side}_window"] = (start[:, None] + np.arange(k)[None, :]).astype(np.int32)
-    return out
-
-
-def _windowed_logps(
-    model: Any, tokens: jax.Array, attn: jax.Array, loss: jax.Array, window: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """(sum, count) of completion log-probs, projecting onto the vocabulary at `window` only."""
-    attn = attn.astype(jnp.bool_)
-    h = model.hidden(tokens, positions_from_mask(attn), attn)
-    h = jnp.take_along_axis(h, window[:, :, None], axis=1)
-    targets = jnp.take_along_axis(tokens, window + 1, axis=1)
-    m = jnp.take_along_axis(loss, window + 1, axis=1) & jnp.take_along_axis(
-        attn, window + 1, axis=1
-    )
-    lp = gather_logps(model.logits(h), targets)
-    m32 = m.astype(lp.dtype)
-    return jnp.sum(lp * m32, axis=1), jnp.sum(m32, axis=1)
-
-
-def pair_logps(model: nnx.Module, batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-    """Summed completion log-probs and completion lengths of chosen and rejected, `[B]` each.
-
-    With `chosen_window` / `rejected_window` in the batch (`completion_windows`) and a
-    model that exposes `hidden` and `logits`, only those positions reach the vocabulary
-    projection and its log-softmax; the result is the same."""
-    b = batch["chosen_tokens"].shape[0]
-    tokens = jnp.concatenate([batch["chosen_tokens"], batch["rejected_tokens"]])
-    attn = jnp.concatenate([batch["chosen_attn"], batch["rejected_attn"]])
-    full_loss = jnp.concatenate([batch["chosen_loss"], batch["rejected_loss"]])
-    if "chosen_window" in batch and hasattr(model, "hidden") and hasattr(model, "logits"):
-        window = jnp.concatenate([batch["chosen_window"], batch["rejected_window"]])
-        sums, counts = _windowed_logps(model, tokens, attn, full_loss.astype(bool), window)
-    else:
-        lp = token_logps(cast(Any, model), tokens, attn)
-        m = full_loss[:, 1:].astype(lp.dtype)
-        sums, counts = jnp.sum(lp * m, axis=1), jnp.sum(m, axis=1)
-    return {
-        "chosen_logps": sums[:b],
-        "rejected_logps": sums[b:],
-        "chosen_len": counts[:b],
-        "rejected_len": counts[b:],
-    }
 
 
 def _normalised(
@@ -219,8 +156,9 @@ def reference_logps(
 ) -> tuple[dict[str, np.ndarray], bool]:
     """`{ref_chosen_logps, ref_rejected_logps} [N]` under the reference, cached on disk.
 
-    Also returns `completion_windows(pairs)` beside them, so a batch built from the pairs
-    and these arrays is scored at completion positions only (the training step too).
+    Also returns `pair_layout(pairs)` beside them (shared-prompt rows, else completion
+    windows), so a batch built from the pairs and these arrays is scored the fast way,
+    the training step too.
     `batch_size` pairs per call: use the training batch size, so the pass runs the same
     program shape as the step's forward. Returns the arrays and whether they came from
     the cache.
@@ -228,7 +166,7 @@ def reference_logps(
     norm = loss_type in LENGTH_NORMALISED
     graphdef, state = nnx.split(ref_model)
     fields = _pair_fields(pairs)
-    windows = completion_windows(fields)
+    layout = pair_layout(fields)
 
     def score(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
         c, r = _score_pairs(graphdef, state, batch, norm=norm)
@@ -239,9 +177,9 @@ def reference_logps(
         kind=f"dpo-ref-{'mean' if norm else 'sum'}",
         reference=tree_digest(nnx.state(ref_model)),
         dataset=arrays_digest(fields),
-        compute=lambda: batched_apply(score, {**fields, **windows}, batch_size=batch_size),
+        compute=lambda: batched_apply(score, {**fields, **layout}, batch_size=batch_size),
     )
-    return {**arrays, **windows}, hit
+    return {**arrays, **layout}, hit
 
 
 def evaluate_pairs(
@@ -266,7 +204,7 @@ def evaluate_pairs(
         c, r = _score_pairs(graphdef, state, batch, norm=length_normalised)
         return {"c": c, "r": r}
 
-    s = batched_apply(score, {**fields, **completion_windows(fields)}, batch_size=batch_size)
+    s = batched_apply(score, {**fields, **pair_layout(fields)}, batch_size=batch_size)
     res = {"accuracy": float(np.mean(s["c"] > s["r"])), "pairs": float(len(s["c"]))}
     if ref is not None:
         margin = (s["c"] - ref["ref_chosen_logps"]) - (s["r"] - ref["ref_rejected_logps"])
@@ -313,7 +251,7 @@ def train_dpo(
     run_dir = prepare_run_dir(cfg)
     cache_dir = cfg.dpo.cache_dir or run_dir / "ref_cache"
     norm = cfg.dpo.loss_type in LENGTH_NORMALISED
-    arrays: dict[str, np.ndarray] = dict(train_pairs)
+    arrays: dict[str, np.ndarray] = {**train_pairs, **pair_layout(train_pairs)}
     hit = False
     if cfg.dpo.loss_type not in REFERENCE_FREE:
         ref, hit = reference_logps(
