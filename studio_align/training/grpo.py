@@ -168,19 +168,28 @@ class GRPOTrainer(RolloutMixin):
             out_shardings=(*state.shardings, state.replicated),
         )
         # decoupled PPO for stale rollouts: the log-probs of the parameters an update starts from
+        whole = self._scorer(grouped=True)  # a whole rollout keeps its groups together
         self._prox_logps = jax.jit(
-            lambda params, rest, b: policy.logps(nnx.merge(self.graphdef, params, rest), b)[0]
+            lambda params, rest, b: whole(nnx.merge(self.graphdef, params, rest), b)[0]
         )
         self._ref_logps: Callable | None = None
         if ref_model is not None:
             ref_graphdef, ref_state = nnx.split(ref_model)
-            ref_fn = jax.jit(lambda st, b: policy.logps(nnx.merge(ref_graphdef, st), b)[0])
+            ref_fn = jax.jit(lambda st, b: whole(nnx.merge(ref_graphdef, st), b)[0])
             self._ref_logps = lambda b: ref_fn(ref_state, b)
 
     # -- the jitted update -------------------------------------------------------------------
 
+    def _scorer(self, *, grouped: bool) -> Callable:
+        """`policy.logps`, or its grouped form (each prompt scored once for its G samples)
+        when the policy offers one and the rows arrive as whole, contiguous groups."""
+        g, policy = self.cfg.group_size, self.policy
+        if grouped and hasattr(policy, "grouped_logps"):
+            return lambda model, batch: policy.grouped_logps(model, batch, g)
+        return policy.logps
+
     def _make_update(self) -> Callable:
-        cfg, policy = self.cfg, self.policy
+        cfg = self.cfg
         options: dict[str, Any] = dict(
             epsilon=cfg.epsilon,
             epsilon_high=cfg.epsilon_high,
@@ -190,9 +199,11 @@ class GRPOTrainer(RolloutMixin):
         )
 
         self_prox = self._decoupled and cfg.mu * cfg.minibatches == 1
+        # several minibatches draw rows at random, breaking groups up
+        scorer = self._scorer(grouped=cfg.minibatches == 1)
 
         def loss_fn(model: nnx.Module, batch: Mapping[str, Any]) -> tuple:
-            logps, mask, entropy = policy.logps(model, batch["policy"])
+            logps, mask, entropy = scorer(model, batch["policy"])
             # beta rides in the batch (a scalar array) when adaptive: no recompile per value
             beta = batch.get("beta", cfg.beta)
             # one update per step: it starts from the parameters being differentiated, so
