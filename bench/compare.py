@@ -143,7 +143,6 @@ def run_dpo(dims: dict, variant: str) -> None:
     from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
     from studio_align.training.optim import OptimConfig
     from studio_align.training.packing import pack_pairs
-    from studio_align.training.pair_scoring import pair_layout
 
     steps, b = dims["warmup_steps"] + dims["timed_steps"], dims["dpo"]["pairs"]
     p_len, c_len, vocab = dims["prompt_len"], dims["completion_len"], dims["model"]["vocab_size"]
@@ -205,7 +204,7 @@ def run_dpo(dims: dict, variant: str) -> None:
                                   "ref_rejected_logps": r["rejected_logps"]})  # fmt: skip
 
         wrt = nnx.All(nnx.Param, nnx.PathContains("policy"))
-        batches = ArrayBatches({**arrays, **pair_layout(arrays)}, b, shuffle=False)
+        batches = ArrayBatches(arrays, b, shuffle=False)  # with pack_pairs' layout
         res = train_loop(Both(policy, ref), run.optim, loss_fn, batches, run, wrt=wrt, name="dpo")
     step_s = clock.step_s()
     if variant == "cached":

@@ -20,7 +20,7 @@ def _pairs() -> dict[str, np.ndarray]:
     prompts = [rng.integers(3, 40, int(n)).tolist() for n in (2, 9, 5, 13, 1, 7)]
     chosen = [[*rng.integers(3, 40, int(n)).tolist(), 2] for n in (0, 3, 6, 1, 11, 2)]
     rejected = [[*rng.integers(3, 40, int(n)).tolist(), 2] for n in (4, 0, 2, 9, 1, 5)]
-    return pack_pairs(prompts, chosen, rejected, pad_id=0)
+    return pack_pairs(prompts, chosen, rejected, pad_id=0, layout=False)
 
 
 def test_windows_cover_every_completion_token() -> None:
@@ -94,3 +94,10 @@ def test_pairs_that_do_not_share_a_prompt_fall_back_to_windows() -> None:
     np.testing.assert_allclose(
         ref["ref_rejected_logps"], np.asarray(full["rejected_logps"]), rtol=2e-5
     )
+
+
+def test_pack_pairs_picks_the_shorter_layout() -> None:
+    assert "shared_tokens" in pack_pairs([[1, 2, 3]], [[4, 5]], [[6]], pad_id=0)
+    # 1 + 7 + 7 tokens in one row would be no shorter than two rows of 8: windows instead
+    long = pack_pairs([[1]], [[3] * 7], [[4] * 7], pad_id=0)
+    assert "shared_tokens" not in long and "chosen_window" in long

@@ -251,7 +251,7 @@ def train_dpo(
     run_dir = prepare_run_dir(cfg)
     cache_dir = cfg.dpo.cache_dir or run_dir / "ref_cache"
     norm = cfg.dpo.loss_type in LENGTH_NORMALISED
-    arrays: dict[str, np.ndarray] = {**train_pairs, **pair_layout(train_pairs)}
+    arrays: dict[str, np.ndarray] = dict(train_pairs)  # with its scoring layout
     hit = False
     if cfg.dpo.loss_type not in REFERENCE_FREE:
         ref, hit = reference_logps(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from studio_align.errors import DataError
+from studio_align.training.pair_scoring import pair_layout
 
 Arrays = dict[str, np.ndarray]
 
@@ -62,8 +63,11 @@ def pack_pairs(
     *,
     pad_id: int,
     length: int | None = None,
+    layout: bool = True,
 ) -> Arrays:
-    """`chosen_*` and `rejected_*` arrays padded to one common length."""
+    """`chosen_*` and `rejected_*` arrays padded to one common length, plus (`layout`) the
+    arrays that let `pair_scoring.pair_logps` score them the fast way: one shared-prompt
+    row per pair, or completion windows (`pair_scoring.pair_layout`)."""
     if not prompts:
         raise DataError("no preference pairs")
     if length is None:
@@ -71,10 +75,11 @@ def pack_pairs(
             len(p) + max(len(c), len(r)) for p, c, r in zip(prompts, chosen, rejected, strict=True)
         )
         length = _round_up(longest)
-    return {
+    arrays = {
         **pack_completions(prompts, chosen, pad_id=pad_id, length=length, prefix="chosen_"),
         **pack_completions(prompts, rejected, pad_id=pad_id, length=length, prefix="rejected_"),
     }
+    return {**arrays, **pair_layout(arrays)} if layout else arrays
 
 
 def pack_unpaired(
