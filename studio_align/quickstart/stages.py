@@ -74,10 +74,17 @@ def stage_dpo(
             **_run_cfg(cfg, out / "stages" / "dpo", cfg.dpo_steps, cfg.dpo_lr),
             "model": _start(start, data),
             "data": {"dir": data["compiled"]},
-            "dpo": {"beta": cfg.dpo_beta, "nll_alpha": cfg.dpo_nll_alpha},
+            "dpo": {
+                "beta": cfg.dpo_beta,
+                "nll_alpha": cfg.dpo_nll_alpha,
+                "replay_alpha": cfg.dpo_replay_alpha,
+            },
         }
     )
-    return Path(train_dpo(rc, task=RouterTask(catalog)).checkpoint)
+    # replay rehearses the SFT split: the generator's labels (quickstart), the logs' labelled
+    # requests (`train router --logs`)
+    replay = data.get("splits", {}).get("train") if cfg.dpo_replay_alpha > 0 else None
+    return Path(train_dpo(rc, task=RouterTask(catalog), replay=replay).checkpoint)
 
 
 def stage_kto(
