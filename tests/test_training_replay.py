@@ -92,6 +92,8 @@ def test_replay_batches_cycle_on_their_own_epochs() -> None:
     assert sorted(map(tuple, seen.tolist())) == rows
     assert np.array_equal(source(2)["chosen_tokens"], pairs(2)["chosen_tokens"])
     assert with_replay(pairs, None, None, None, batch_size=4, seed=0, pad_id=0) is pairs
+    small = ReplayBatches(pairs, _replay(3, seed=2), 4, seed=0)  # fewer records than a batch
+    assert small(0)["replay_tokens"].shape[0] == 4
 
 
 def test_replay_records_off_and_errors() -> None:

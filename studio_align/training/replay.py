@@ -80,11 +80,15 @@ def pack_replay(
 class ReplayBatches:
     """`source`'s batches plus one replay batch each step, cycled on the replay's own epochs.
 
-    `steps_per_epoch` is the source's (an epoch is still one pass over the pairs)."""
+    `steps_per_epoch` is the source's (an epoch is still one pass over the pairs). Fewer
+    records than a batch are repeated to fill it (a small labelled set still replays)."""
 
     def __init__(
         self, source: BatchSource, replay: Mapping[str, np.ndarray], batch_size: int, seed: int
     ):
+        n = len(next(iter(replay.values()), ()))
+        if 0 < n < batch_size:
+            replay = {k: np.concatenate([v] * -(-batch_size // n)) for k, v in replay.items()}
         self.source = source
         self.replay = ArrayBatches(replay, batch_size, seed=seed)
         self.steps_per_epoch = getattr(source, "steps_per_epoch", None)
