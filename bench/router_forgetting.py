@@ -21,7 +21,8 @@ by learning nothing is visible. Settings are chosen on these figures.
 `--eval` also scores the evaluation sets' agreed subsets (the generator's held-out set,
 hand-written v1 and v2) and the unseen creators' preferred plans: for reporting the chosen
 setting once, never for choosing. Every router is scored uncalibrated (greedy plans do not
-depend on the temperature).
+depend on the temperature). `--trial seed=S` varies the stages' seed (batch order, GRPO
+sampling) on the same data and SFT checkpoint.
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ def agreed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def existing_data(d: Path, catalog: Any) -> dict[str, Any]:
-    """A finished quickstart run's data (its own validation split, logs and held-out set)."""
+    """A finished quickstart run's data (its own validation split, logs and held-out set, and
+    its SFT training split, which `dpo_replay_alpha` replays)."""
+    train = read_examples(d / "train.jsonl") if (d / "train.jsonl").is_file() else []
     return {
-        "splits": {"val": read_examples(d / "val.jsonl")},
+        "splits": {"val": read_examples(d / "val.jsonl"), "train": train},
         "compiled": d / "compiled",
         "eval_sets": {
             "heldout": read_examples(d / "heldout.jsonl"),

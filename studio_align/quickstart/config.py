@@ -35,6 +35,11 @@ class RouterSettings(Strict):
     # RPO: + alpha * NLL of the chosen (creator-preferred) plans; 150 steps at 1e-4 with
     # alpha 2 chosen on the compiled logs' held-out creators (docs/router.md)
     dpo_nll_alpha: float = 2.0
+    # replay: + alpha * SFT loss on the generator-labelled SFT training requests beside DPO
+    # (`training/replay.py`; 0 = off). 4, chosen on validation over 2 seeds: the final
+    # router's forgetting on hand-written validation 4.95 -> 2.25 points, pooled -2.2,
+    # creators' agreement -1.9 points (docs/router.md, issue 14 round 6)
+    dpo_replay_alpha: float = Field(4.0, ge=0.0)
     kto_steps: int = 40
     kto_lr: float = 1e-4
     grpo_steps: int = 50

@@ -69,15 +69,22 @@ def stage_sft(
 def stage_dpo(
     out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
 ) -> Path:
+    # replay rehearses the SFT split: the generator's labels (quickstart), the logs' labelled
+    # requests (`train router --logs`); none (a run without labelled requests): no replay
+    replay = (data.get("splits", {}).get("train") or None) if cfg.dpo_replay_alpha > 0 else None
     rc = DPORunConfig.model_validate(
         {
             **_run_cfg(cfg, out / "stages" / "dpo", cfg.dpo_steps, cfg.dpo_lr),
             "model": _start(start, data),
             "data": {"dir": data["compiled"]},
-            "dpo": {"beta": cfg.dpo_beta, "nll_alpha": cfg.dpo_nll_alpha},
+            "dpo": {
+                "beta": cfg.dpo_beta,
+                "nll_alpha": cfg.dpo_nll_alpha,
+                "replay_alpha": cfg.dpo_replay_alpha if replay else 0.0,
+            },
         }
     )
-    return Path(train_dpo(rc, task=RouterTask(catalog)).checkpoint)
+    return Path(train_dpo(rc, task=RouterTask(catalog), replay=replay).checkpoint)
 
 
 def stage_kto(

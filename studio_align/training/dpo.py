@@ -18,7 +18,7 @@ Design choices:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +41,7 @@ from studio_align.training.pair_scoring import (
     pair_logps,
 )
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
+from studio_align.training.replay import replay_nll, replay_records, with_replay
 from studio_align.training.run import (
     ModelSection,
     PreferenceResult,
@@ -66,6 +67,11 @@ class DPOConfig(Strict):
     # RPO (Pang et al. 2024): + nll_alpha * per-token NLL of the chosen completion, which
     # keeps the chosen plans likely instead of only widening the margin (0 = plain DPO)
     nll_alpha: float = Field(default=0.0, ge=0)
+    # Replay (`replay.py`): + replay_alpha * SFT loss on the task's own labelled records, one
+    # batch beside each pair batch, so label accuracy is rehearsed while preferences are
+    # learned (0 = off). Records: `train_dpo(replay=...)`, else this JSONL (the task's SFT kind)
+    replay_alpha: float = Field(default=0.0, ge=0)
+    replay_data: Path | None = None
     ref_batch_size: int = Field(default=16, ge=1)  # pairs per reference call (= train batch)
     cache_dir: Path | None = None  # default: RUN_DIR/ref_cache
 
@@ -120,7 +126,7 @@ def make_dpo_loss(cfg: DPOConfig) -> Callable[[nnx.Module, Mapping[str, jax.Arra
                 label_smoothing=ls,
             )
 
-    alpha = cfg.nll_alpha
+    alpha, replay_alpha = cfg.nll_alpha, cfg.replay_alpha
 
     def loss_fn(model: nnx.Module, batch: Mapping[str, jax.Array]) -> tuple:
         out = pair_logps(model, batch)
@@ -131,6 +137,10 @@ def make_dpo_loss(cfg: DPOConfig) -> Callable[[nnx.Module, Mapping[str, jax.Arra
             nll = chosen_nll(out)
             loss = loss + alpha * nll
             metrics["loss/nll_chosen"] = jax.lax.stop_gradient(nll)
+        if replay_alpha > 0:
+            rnll = replay_nll(model, batch)
+            loss = loss + replay_alpha * rnll
+            metrics["loss/replay_nll"] = jax.lax.stop_gradient(rnll)
         metrics["logps/chosen"] = jax.lax.stop_gradient(jnp.mean(c))
         metrics["logps/rejected"] = jax.lax.stop_gradient(jnp.mean(r))
         return loss, metrics
@@ -227,10 +237,16 @@ class DPORunConfig(TrainRunConfig):
 
 
 def train_dpo(
-    cfg: DPORunConfig, *, task: Any = None, start: StartingPoint | None = None
+    cfg: DPORunConfig,
+    *,
+    task: Any = None,
+    start: StartingPoint | None = None,
+    replay: Sequence[Mapping[str, Any]] | None = None,
 ) -> PreferenceResult:
-    """Tune `task` (default: `cfg.task`) with the configured DPO-family loss on its pairs."""
+    """Tune `task` (default: `cfg.task`) with the configured DPO-family loss on its pairs;
+    `replay`: the labelled records `dpo.replay_alpha` rehearses (else `dpo.replay_data`)."""
     task = resolve_task(task or cfg.task, "dpo")
+    records = replay_records(task, cfg.dpo.replay_alpha, replay, cfg.dpo.replay_data)
     start = start or task.start(cfg.model, seed=cfg.train.seed)
     if hasattr(task, "dpo_objective"):
         return _train_objective(cfg, task, start)
@@ -273,7 +289,10 @@ def train_dpo(
             )
 
         before = eval_fn(start.model)
-    batches = ArrayBatches(arrays, cfg.train.batch_size, seed=cfg.train.seed)
+    batches = with_replay(
+        ArrayBatches(arrays, cfg.train.batch_size, seed=cfg.train.seed), task, start, records,
+        batch_size=cfg.train.batch_size, seed=cfg.train.seed, pad_id=pad_id,
+    )  # fmt: skip
     result = train_loop(
         start.model, cfg.optim, make_dpo_loss(cfg.dpo), batches, cfg,
         eval_fn=eval_fn, wrt=start.wrt or nnx.Param, name="dpo",
