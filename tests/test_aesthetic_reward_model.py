@@ -64,6 +64,7 @@ def test_selections_expand_to_pairs_split_by_session(logs):
     assert {"train", "heldout"} == {p["split"] for p in pairs}
 
 
+@pytest.mark.slow  # ~12 s on a busy 2-core VM: a full reward-model training run
 def test_train_reward_beats_chance_and_reports_by_creator_and_session(logs, tmp_path):
     rep = train_reward(_cfg(logs, tmp_path))
     assert rep["heldout"]["accuracy"] > 0.7, rep["heldout"]

@@ -37,6 +37,7 @@ def test_each_proposer_runs_valid_configs(tmp_path, proposer):
     assert len({json.dumps(r["config"], sort_keys=True) for r in proposals}) == 3
 
 
+@pytest.mark.slow  # ~11 s on a busy 2-core VM: several real trials
 def test_statuses_follow_the_trial_outcome(tmp_path):
     params = {
         "x": {"type": "float", "low": 0.0, "high": 1.0, "default": 0.3},

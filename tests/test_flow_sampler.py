@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flow_helpers import conds, tiny_model
 
 from studio_align.generation import flow_sampler as fs
@@ -21,6 +22,7 @@ def _numpy_step_logprob(x, x_next, v, t, t_next, a, t_cap):
     return lp.reshape(len(x), -1).mean(1)
 
 
+@pytest.mark.slow  # ~25 s on a busy 2-core VM; the policy-logps test below keeps the SDE path in the default run
 def test_sde_logprobs_match_a_numpy_gaussian_density():
     model = tiny_model()
     verts, tags = conds(3)

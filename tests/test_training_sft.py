@@ -179,6 +179,7 @@ keep = 1
     return cfg
 
 
+@pytest.mark.slow  # ~20 s on a busy 2-core VM; test_tiny_sft_run_lowers_the_loss keeps SFT in the default run
 def test_train_sft_on_routing_examples_writes_a_router_checkpoint(tmp_path: Path) -> None:
     from studio_align.config import load_config
     from studio_align.intents.router import Router
