@@ -37,7 +37,7 @@ from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.packing import pack_pairs
 from studio_align.training.pair_scoring import (
     PAIR_FIELDS,
-    pair_layout,
+    carried_layout,
     pair_logps,
 )
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
@@ -166,9 +166,9 @@ def reference_logps(
 ) -> tuple[dict[str, np.ndarray], bool]:
     """`{ref_chosen_logps, ref_rejected_logps} [N]` under the reference, cached on disk.
 
-    Also returns `pair_layout(pairs)` beside them (shared-prompt rows, else completion
-    windows), so a batch built from the pairs and these arrays is scored the fast way,
-    the training step too.
+    Also returns the pairs' scoring layout beside them (`carried_layout`: shared-prompt
+    rows, else completion windows), so a batch built from the pairs and these arrays is
+    scored the fast way, the training step too.
     `batch_size` pairs per call: use the training batch size, so the pass runs the same
     program shape as the step's forward. Returns the arrays and whether they came from
     the cache.
@@ -176,7 +176,7 @@ def reference_logps(
     norm = loss_type in LENGTH_NORMALISED
     graphdef, state = nnx.split(ref_model)
     fields = _pair_fields(pairs)
-    layout = pair_layout(fields)
+    layout = carried_layout(pairs)
 
     def score(batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
         c, r = _score_pairs(graphdef, state, batch, norm=norm)
@@ -214,7 +214,7 @@ def evaluate_pairs(
         c, r = _score_pairs(graphdef, state, batch, norm=length_normalised)
         return {"c": c, "r": r}
 
-    s = batched_apply(score, {**fields, **pair_layout(fields)}, batch_size=batch_size)
+    s = batched_apply(score, {**fields, **carried_layout(pairs)}, batch_size=batch_size)
     res = {"accuracy": float(np.mean(s["c"] > s["r"])), "pairs": float(len(s["c"]))}
     if ref is not None:
         margin = (s["c"] - ref["ref_chosen_logps"]) - (s["r"] - ref["ref_rejected_logps"])

@@ -136,6 +136,13 @@ def pair_layout(pairs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return shared_pair_layout(pairs) or completion_windows(pairs)
 
 
+def carried_layout(pairs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The layout arrays `pairs` already carry (`pack_pairs` adds them), else `pair_layout`:
+    scoring the same packed pairs again (every evaluation) does not rebuild them."""
+    carried = {k: v for k, v in pairs.items() if k.startswith("shared_") or k.endswith("_window")}
+    return carried or pair_layout(pairs)
+
+
 def _shared_logps(model: Any, batch: Mapping[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
     branches = batch["shared_branches"]
     h = model.hidden(batch["shared_tokens"], batch["shared_positions"], branches >= 0, branches)
