@@ -1,13 +1,14 @@
 """Subprocess worker for the sharding and resume tests (XLA flags must precede jax import).
 
-Usage: python _training_worker.py RUN_DIR OUT.npz [--transformer] [--set key=value ...]
+Usage: python _training_worker.py RUN_DIR OUT.npz [--transformer [--packed]] [--set k=v ...]
 Trains a tiny MLP regressor (or, with --transformer, the engine's tiny Transformer with
-the SFT loss) with `train_loop` and writes the per-step losses, the final parameters and
+the SFT loss, its batches packed into rows with --packed) with `train_loop` and writes the per-step losses, the final parameters and
 their shardings to OUT.npz.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 
 import jax
@@ -18,6 +19,7 @@ from flax import nnx
 from studio_align.config import apply_overrides, validate
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.loop import TrainRunConfig, train_loop
+from studio_align.training.packed import PackedBatches
 
 
 class MLP(nnx.Module):
@@ -59,7 +61,7 @@ def transformer_task(seed: int) -> tuple[nnx.Module, object, ArrayBatches]:
 
 def main(argv: list[str]) -> None:
     run_dir, out, *rest = argv
-    overrides = [a for a in rest if a not in ("--set", "--transformer")]
+    overrides = [a for a in rest if a not in ("--set", "--transformer", "--packed")]
     base = {
         "run_dir": run_dir,
         "train": {
@@ -79,6 +81,9 @@ def main(argv: list[str]) -> None:
     else:
         model, loss_fn, arrays = MLP(16, 64, rngs=nnx.Rngs(cfg.train.seed)), mse, data()
     batches = ArrayBatches(arrays, cfg.train.batch_size, seed=cfg.train.seed)
+    if "--packed" in rest:
+        rows = math.lcm(2, jax.device_count())
+        batches = PackedBatches(batches, 16, rows_multiple=rows, groups=cfg.train.grad_accum)
     res = train_loop(model, cfg.optim, loss_fn, batches, cfg)
     flat = {
         "p/" + "/".join(map(str, k)): np.asarray(v)

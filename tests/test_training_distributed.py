@@ -107,3 +107,26 @@ def test_transformer_sft_on_fsdp_mesh_matches_one_device(tmp_path: Path) -> None
         np.testing.assert_allclose(eight[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
     assert str(eight["s/embed_tokens/embedding"]) == "P(None, 'fsdp')"
     assert str(eight["s/layers/0/mlp/gate_proj/kernel"]) == "P('fsdp', None)"
+
+
+@pytest.mark.slow  # two Transformer compiles in subprocesses
+def test_packed_sft_on_eight_devices_with_accumulation_matches_plain_one_device(
+    tmp_path: Path,
+) -> None:
+    """Packed rows (`training/packed.py`) split over a data mesh, two micro-batches each
+    packed alone: the same losses and weights as plain rows on one device."""
+    sets = ("train.steps=4",)
+    _run(tmp_path / "one", tmp_path / "one.npz", "--transformer", *sets, devices=1)
+    _run(
+        tmp_path / "eight",
+        tmp_path / "eight.npz",
+        "--transformer",
+        "--packed",
+        *sets,
+        "train.grad_accum=2",
+        devices=8,
+    )
+    one, eight = np.load(tmp_path / "one.npz"), np.load(tmp_path / "eight.npz")
+    np.testing.assert_allclose(eight["losses"], one["losses"], rtol=1e-5, atol=1e-6)
+    for k, v in _params(one).items():
+        np.testing.assert_allclose(eight[k], v, rtol=1e-4, atol=1e-6, err_msg=k)

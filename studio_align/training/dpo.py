@@ -292,6 +292,7 @@ def train_dpo(
     batches = with_replay(
         ArrayBatches(arrays, cfg.train.batch_size, seed=cfg.train.seed), task, start, records,
         batch_size=cfg.train.batch_size, seed=cfg.train.seed, pad_id=pad_id,
+        groups=cfg.train.grad_accum,
     )  # fmt: skip
     result = train_loop(
         start.model, cfg.optim, make_dpo_loss(cfg.dpo), batches, cfg,

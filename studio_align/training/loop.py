@@ -117,15 +117,24 @@ def _slicer(a: np.ndarray) -> Callable[[Any], np.ndarray]:
     return lambda idx: a[idx]
 
 
+def _packed(name: str, batch: HostBatch) -> bool:
+    """Whether `name` belongs to packed rows (`training.packed`: `{prefix}segments` beside
+    it), whose row count is the packer's, not the batch size."""
+    return any(name.startswith(k[: -len("segments")]) for k in batch if k.endswith("segments"))
+
+
 def _place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.sharding.Mesh) -> dict:
     out = {}
+    split = accum * batch_parallelism(mesh)
     for name, arr in batch.items():
         a = np.asarray(arr)
-        if a.shape[:1] != (batch_size,):
+        if _packed(name, batch) and a.ndim and a.shape[0] % split == 0:
+            pass
+        elif a.shape[:1] != (batch_size,):
             raise DataError(
                 f"batch field {name!r} has shape {a.shape}; expected leading {batch_size}"
             )
-        a = a.reshape(accum, batch_size // accum, *a.shape[1:])
+        a = a.reshape(accum, a.shape[0] // accum, *a.shape[1:])
         spec = PartitionSpec(None, BATCH_AXES, *([None] * (a.ndim - 2)))
         sharding = NamedSharding(mesh, spec)
         out[name] = jax.make_array_from_callback(a.shape, sharding, _slicer(a))

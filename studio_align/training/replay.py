@@ -12,9 +12,11 @@ Design choices:
 - The records are the task's own SFT records (`Task.sft_pairs`, its `record_kinds["sft"]`
   kind), packed once by `packing.pack_completions` with the `replay_` prefix, so the engine
   needs nothing product-specific.
-- Each step's batch carries one replay batch of the train batch size (the loop places
-  every field with the same leading size) as `replay_tokens/attn/loss`, drawn from its
-  own shuffled stream: replay epochs are independent of pair epochs, and the batch of step
+- Each step's batch carries one replay batch of `batch_size` records, packed end to end
+  into rows (`training/packed.py`: the same NLL on about a third of the tokens; the
+  records are padded to the longest, 96 tokens against a median of 25 on the quickstart's
+  routing data) as `replay_tokens/attn/loss/positions/segments`, drawn from its own
+  shuffled stream: replay epochs are independent of pair epochs, and the batch of step
   `s` still depends only on `(seed, s)` (exact resume).
 - The term is the SFT loss (token-weighted mean NLL over completion tokens), so `alpha`
   weighs DPO against exactly what SFT minimised.
@@ -22,9 +24,10 @@ Design choices:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,9 +35,10 @@ import numpy as np
 
 from studio_align.data.records import read_record_file
 from studio_align.errors import ConfigError, DataError
-from studio_align.models.logprobs import token_logps
+from studio_align.models.logprobs import gather_logps
 from studio_align.tasks import StartingPoint, supports
 from studio_align.training.batches import ArrayBatches, BatchSource, HostBatch
+from studio_align.training.packed import PackedBatches, batch_logits
 from studio_align.training.packing import pack_completions
 
 PREFIX = "replay_"
@@ -84,13 +88,22 @@ class ReplayBatches:
     records than a batch are repeated to fill it (a small labelled set still replays)."""
 
     def __init__(
-        self, source: BatchSource, replay: Mapping[str, np.ndarray], batch_size: int, seed: int
+        self,
+        source: BatchSource,
+        replay: Mapping[str, np.ndarray],
+        batch_size: int,
+        seed: int,
+        *,
+        groups: int = 1,
     ):
         n = len(next(iter(replay.values()), ()))
         if 0 < n < batch_size:
             replay = {k: np.concatenate([v] * -(-batch_size // n)) for k, v in replay.items()}
         self.source = source
-        self.replay = ArrayBatches(replay, batch_size, seed=seed)
+        length = replay[f"{PREFIX}tokens"].shape[1]
+        rows = math.lcm(2, jax.device_count())  # every micro-batch splits over the mesh
+        self.replay = PackedBatches(ArrayBatches(replay, batch_size, seed=seed), length,
+                                    rows_multiple=rows, groups=groups, prefix=PREFIX)  # fmt: skip
         self.steps_per_epoch = getattr(source, "steps_per_epoch", None)
 
     def __call__(self, step: int) -> HostBatch:
@@ -106,15 +119,19 @@ def with_replay(
     batch_size: int,
     seed: int,
     pad_id: int,
+    groups: int = 1,
 ) -> BatchSource:
-    """`source` itself when `records` is None (replay off), else a `ReplayBatches`."""
+    """`source` itself when `records` is None (replay off), else a `ReplayBatches`
+    (`groups`: the run's gradient-accumulation micro-batches)."""
     if records is None:
         return source
-    return ReplayBatches(source, pack_replay(task, start, records, pad_id=pad_id), batch_size, seed)
+    replay = pack_replay(task, start, records, pad_id=pad_id)
+    return ReplayBatches(source, replay, batch_size, seed, groups=groups)
 
 
 def replay_nll(model: Any, batch: Mapping[str, jax.Array]) -> jax.Array:
     """SFT's loss on the replay batch: mean NLL over its completion tokens."""
-    lp = token_logps(cast(Any, model), batch[f"{PREFIX}tokens"], batch[f"{PREFIX}attn"])
+    tokens = batch[f"{PREFIX}tokens"]
+    lp = gather_logps(batch_logits(model, batch, PREFIX)[:, :-1], tokens[:, 1:])
     m = batch[f"{PREFIX}loss"][:, 1:].astype(lp.dtype)
     return -jnp.sum(lp * m) / jnp.maximum(jnp.sum(m), 1.0)

@@ -18,6 +18,7 @@ Design choices:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +32,11 @@ from pydantic import Field
 
 from studio_align.errors import DataError
 from studio_align.models.logprobs import gather_logps
-from studio_align.models.transformer import positions_from_mask
 from studio_align.tasks import Pair
 from studio_align.training.batches import ArrayBatches, BatchSource, TrimmedBatches
 from studio_align.training.distributed import maybe_initialize
 from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
+from studio_align.training.packed import PackedBatches, batch_logits
 from studio_align.training.packing import pack_completions
 from studio_align.training.run import (
     ModelSection,
@@ -50,6 +51,10 @@ from studio_align.training.run import (
 class SFTRecords(RecordsSection):
     """`[data]` of SFT: the records, plus how tightly each batch is padded."""
 
+    # Each step's examples packed end to end into rows of the run's padded length, each
+    # blind to the others (`training/packed.py`): the same loss on about a third of the
+    # tokens, at one shape. `bucket` then does nothing.
+    pack: bool = True
     # Each batch is cut to its longest example rounded up to this many tokens (one compile
     # per length); 0: every batch at the run's padded length (one compile).
     bucket: int = Field(default=16, ge=0)
@@ -96,9 +101,8 @@ def padded_length(pairs: Sequence[Pair], multiple: int = 8) -> int:
 
 
 def _completion_stats(model: nnx.Module, batch: Mapping[str, jax.Array]):
-    tokens, attn = batch["tokens"], batch["attn"].astype(jnp.bool_)
-    logits = model(tokens, positions_from_mask(attn), attn)[:, :-1]
-    targets = tokens[:, 1:]
+    logits = batch_logits(model, batch)[:, :-1]  # plain or packed rows
+    targets = batch["tokens"][:, 1:]
     mask = batch["loss"][:, 1:].astype(jnp.float32)
     nll = -gather_logps(logits, targets) * mask
     correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32) * mask
@@ -189,7 +193,10 @@ def train_sft(
         lengths=np.array([len(p) + len(c) for p, c in train_pairs]),
         group=cfg.data.group_by_length,
     )
-    if cfg.data.bucket:
+    if cfg.data.pack:
+        rows = math.lcm(2, jax.device_count())  # every micro-batch splits over the mesh
+        batches = PackedBatches(batches, max_len, rows_multiple=rows, groups=cfg.train.grad_accum)
+    elif cfg.data.bucket:
         batches = TrimmedBatches(batches, cfg.data.bucket)
     eval_fn = (
         make_eval_fn(encode_pairs(held_pairs, max_len, pad_id), cfg.data.eval_batch_size)
