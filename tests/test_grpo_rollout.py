@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 from flax import nnx
@@ -26,8 +27,8 @@ from studio_align.training.policy import LMPolicy
 pytestmark = pytest.mark.slow
 
 
-def _lm_trainer(steps: int, **cfg: object) -> GRPOTrainer:
-    pol = LMPolicy(max_prompt_len=4, max_new_tokens=4, pad_id=toy.PAD, eos_id=toy.EOS)
+def _lm_trainer(steps: int, slots: int = 0, **cfg: object) -> GRPOTrainer:
+    pol = LMPolicy(max_prompt_len=4, max_new_tokens=4, pad_id=toy.PAD, eos_id=toy.EOS, slots=slots)
     gcfg = GRPOConfig(
         **{"steps": steps, "prompts_per_step": 4, "group_size": 4, "seed": 0, "beta": 0.1, **cfg}
     )
@@ -52,6 +53,20 @@ def test_sampler_compiles_once_inside_the_trainer() -> None:
     assert after_first - before <= 1
     assert counter.compile_count == after_first
     assert t.compiles == 1
+
+
+def test_continuous_batching_rollouts_train_with_one_compile() -> None:
+    """`LMPolicy(slots=6)`: 16 rollout rows decoded 6 at a time inside the trainer; the
+    sampler compiles once, the update once, and the rollouts end at EOS or the limit."""
+    t = _lm_trainer(3, slots=6)
+    counter = Sampler(t.model)
+    t.step()
+    first = counter.compile_count
+    h = t.train().history
+    assert counter.compile_count == first and t.compiles == 1
+    assert all(np.isfinite(x["loss"]) for x in h)
+    roll = t.policy.sample(t.model, [[1, 2], [1, 3]], 4, jax.random.key(0))
+    assert roll.mask.shape == (8, 4) and roll.lengths.min() >= 1
 
 
 def test_async_rollout_lm_runs_and_is_bounded() -> None:

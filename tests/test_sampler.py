@@ -9,12 +9,8 @@ import pytest
 from flax import nnx
 
 from studio_align.generation.constraint import FSMConstraint
-from studio_align.generation.sampler import (
-    Sampler,
-    bucket_prompt,
-    filter_logits,
-    sample_categorical,
-)
+from studio_align.generation.draw import filter_logits, sample_categorical
+from studio_align.generation.sampler import Sampler, bucket_prompt
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 

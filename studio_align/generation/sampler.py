@@ -48,6 +48,8 @@ import numpy as np
 from flax import nnx
 
 from studio_align.generation.constraint import FSMConstraint
+from studio_align.generation.continuous import generate_continuous
+from studio_align.generation.draw import DrawSettings, draw_token
 from studio_align.models.transformer import Transformer, positions_from_mask
 
 _trace_count = 0
@@ -144,12 +146,15 @@ class Sampler:
         constraint: FSMConstraint | None = None,
         group_size: int = 1,
         with_states: bool = False,
+        slots: int = 0,
     ) -> SampleOutput:
         """Continue every prompt by up to `max_new_tokens` tokens (`temperature=0`: greedy).
 
         With `group_size = G` each prompt gets G samples (prefilled once, cache shared):
         the output has `len(prompts) * G` rows, prompt-major, and a `constraint`'s
-        `init_state` has one entry per output row.
+        `init_state` has one entry per output row. `slots = S` (fewer than the output
+        rows) decodes S rows at a time by continuous batching (`continuous.py`): a row
+        that ends takes the next sample at once; draws are keyed per (sample, token).
         """
         n = len(prompts)
         if n == 0:
@@ -160,6 +165,8 @@ class Sampler:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token (e.g. <bos>)")
+        if slots < 0 or (slots and with_states):
+            raise ValueError("slots must be >= 0, and continuous batching has no with_states")
         if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
             raise ValueError("need temperature >= 0, 0 < top_p <= 1 and top_k >= 0")
         vocab = self.model.cfg.vocab_size
@@ -185,18 +192,36 @@ class Sampler:
             rng = jax.random.key(0 if seed is None else seed)
         mode = (temperature == 0.0, top_k > 0, top_p < 1.0, constraint is not None)
         graphdef, state = self._split or nnx.split(self.model)
-        out_tok, out_lp, out_len, hidden, step_logits = _generate(
-            graphdef,
-            state,
-            jnp.asarray(tokens),
-            jnp.asarray(lengths),
-            rng,
+        drawing = (
             jnp.asarray(max_new_tokens, jnp.int32),
             jnp.asarray(max(temperature, 1e-6), jnp.float32),
             jnp.asarray(top_k, jnp.int32),
             jnp.asarray(top_p, jnp.float32),
             jnp.asarray(allowed),
             jnp.asarray(next_state),
+        )
+        if 0 < slots < n * group_size:
+            right = np.full((n, p), self.pad_id, np.int32)
+            for i, pr in enumerate(prompts):
+                right[i, : len(pr)] = pr
+            out_tok, out_lp, out_len, _ = generate_continuous(
+                graphdef, state, jnp.asarray(right), jnp.asarray(lengths[:n]), rng, *drawing,
+                jnp.asarray(init[: n * group_size]), slots=slots, new_slots=m,
+                group_size=group_size, cache_dtype=self.cache_dtype.name,
+                eos_ids=self.eos_ids, pad_id=self.pad_id, mode=mode,
+            )  # fmt: skip
+            return SampleOutput(
+                tokens=np.asarray(out_tok)[:, :max_new_tokens],
+                logps=np.asarray(out_lp)[:, :max_new_tokens],
+                lengths=np.asarray(out_len),
+            )
+        out_tok, out_lp, out_len, hidden, step_logits = _generate(
+            graphdef,
+            state,
+            jnp.asarray(tokens),
+            jnp.asarray(lengths),
+            rng,
+            *drawing,
             jnp.asarray(init),
             new_slots=m,
             group_size=group_size,
@@ -215,57 +240,6 @@ class Sampler:
             hidden=np.asarray(hidden)[:rows] if with_states else None,
             step_logits=np.asarray(step_logits)[:rows, :max_new_tokens] if with_states else None,
         )
-
-
-def filter_logits(
-    logits: jax.Array, top_k: jax.Array, top_p: jax.Array, *, use_k: bool, use_p: bool
-) -> jax.Array:
-    """Keep the top-k tokens, then the smallest set whose mass reaches top_p (HF order)."""
-    if not (use_k or use_p):
-        return logits
-    v = logits.shape[-1]
-    srt = jnp.sort(logits, axis=-1)[..., ::-1]
-    rank = jnp.arange(v)
-    thresh = jnp.full((*logits.shape[:-1], 1), -jnp.inf, logits.dtype)
-    if use_k:
-        srt = jnp.where(rank < top_k, srt, -jnp.inf)
-        thresh = srt[..., jnp.clip(top_k - 1, 0, v - 1)][..., None]
-    if use_p:
-        probs = jax.nn.softmax(srt, axis=-1)
-        keep = (jnp.cumsum(probs, axis=-1) - probs) < top_p  # always keeps the first
-        count = jnp.maximum(jnp.sum(keep, axis=-1, keepdims=True), 1)
-        thresh = jnp.maximum(thresh, jnp.take_along_axis(srt, count - 1, axis=-1))
-    return jnp.where(logits >= thresh, logits, -jnp.inf)
-
-
-def sample_categorical(key: jax.Array, logits: jax.Array, block: int = 64) -> jax.Array:
-    """One draw per row from softmax(logits) by two-level inverse-CDF sampling.
-
-    Equivalent in distribution to `jax.random.categorical`, which draws a Gumbel number
-    for every vocabulary entry (B*V random numbers per step: the dominant decode cost on
-    CPU at batch 64). Here one uniform per row picks a block of `block` tokens by the
-    cumulative block masses, then a token inside it: O(V) arithmetic, B random numbers.
-    """
-    b, v = logits.shape
-    nb = -(-v // block)
-    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
-    probs = jnp.pad(probs, ((0, 0), (0, nb * block - v))).reshape(b, nb, block)
-    mass = probs.sum(-1)  # [B, nb]
-    cum = jnp.cumsum(mass, axis=-1)
-    u = jax.random.uniform(key, (b,), jnp.float32) * cum[:, -1]
-    bi = jnp.minimum(jnp.sum(cum <= u[:, None], axis=-1), nb - 1)
-    inner = jnp.take_along_axis(probs, bi[:, None, None], axis=1)[:, 0]  # [B, block]
-    u2 = u - (
-        jnp.take_along_axis(cum, bi[:, None], -1)[:, 0]
-        - jnp.take_along_axis(mass, bi[:, None], -1)[:, 0]
-    )
-    ci = jnp.minimum(jnp.sum(jnp.cumsum(inner, axis=-1) <= u2[:, None], axis=-1), block - 1)
-    tok = bi * block + ci
-    # Float rounding at a block edge could land on a zero-mass slot: fall back to the most
-    # likely token of the chosen block (positive mass; a full-vocabulary argmax here cost
-    # a [B, V] pass per decode step).
-    ok = jnp.take_along_axis(inner, ci[:, None], -1)[:, 0] > 0
-    return jnp.where(ok, tok, bi * block + jnp.argmax(inner, axis=-1)).astype(jnp.int32)
 
 
 @partial(
@@ -300,7 +274,6 @@ def _generate(
 ):
     global _trace_count
     _trace_count += 1
-    greedy, use_k, use_p, constrained = mode
     model = nnx.merge(graphdef, state)
     bp, p = tokens.shape
     b = bp * group_size
@@ -325,27 +298,10 @@ def _generate(
         logits, lengths, h = rep(logits), rep(lengths), rep(h)
     eos = jnp.asarray(eos_ids, jnp.int32)
 
+    settings = DrawSettings(temperature, top_k, top_p, allowed, eos[0], mode)
+
     def pick(logits, fsm, key):
-        if constrained:
-            ok = allowed[fsm]
-            any_ok = jnp.any(ok, axis=-1)
-            masked = jnp.where(ok, logits, -jnp.inf)
-            base = jnp.where(any_ok[:, None], masked, 0.0)
-        else:  # no [B, V] mask to gather and apply
-            masked = base = logits
-        if greedy:
-            tok = jnp.argmax(masked, axis=-1)
-        else:
-            scaled = filter_logits(masked / temperature, top_k, top_p, use_k=use_k, use_p=use_p)
-            tok = sample_categorical(key, scaled)
-        tok = tok.astype(jnp.int32)
-        # log-prob of the drawn token: logit - logsumexp, no [B, V] log-softmax array
-        lse = jax.nn.logsumexp(base, axis=-1)
-        logp = jnp.take_along_axis(base, tok[:, None], -1)[:, 0] - lse
-        if constrained:
-            tok = jnp.where(any_ok, tok, eos[0]).astype(jnp.int32)
-            logp = jnp.where(any_ok, logp, 0.0)
-        return tok, logp
+        return draw_token(logits, fsm, key, settings)
 
     def emit(i, done, logits, fsm, out_tok, out_lp, out_len, out_lg):
         """Draw token i from `logits` and record it (rows already done emit padding)."""

@@ -226,6 +226,7 @@ class RouterTask:
             constraint_for=lambda rows: grammar.constraint([attachments_of(r, tok) for r in rows]),
             decode=lambda ids: decode_plan(tok, ids, catalog),
             decoded_column="plans",
+            slots=getattr(sampling, "slots", 0),
         )
 
     def reward_context(self, start: StartingPoint) -> dict[str, Any]:

@@ -319,13 +319,14 @@ class Transformer(nnx.Module):
         """`forward_cached` stopping at the final-norm hidden states [B, T, D] (a caller that
         needs the states too, e.g. the router's request embedding, applies `logits` itself)."""
         t = tokens.shape[1]
-        s = cache.size
         attn_mask = attn_mask.astype(jnp.bool_)
         new_pos = jnp.where(attn_mask, positions, -1).astype(jnp.int32)
         slot_pos = jax.lax.dynamic_update_slice(cache.pos, new_pos, (jnp.int32(0), cache.cursor))
-        q_slot = cache.cursor + jnp.arange(t)
-        causal = (jnp.arange(s)[None, :] <= q_slot[:, None])[None]  # [1, T, S]
-        allowed = causal & (slot_pos >= 0)[:, None, :]
+        # causal by position, not slot: a row's slots may be reused as a ring (continuous
+        # batching admits a new request into a finished row's slots), and within one
+        # request positions grow with the order its tokens were written
+        kpos = slot_pos[:, None, :]
+        allowed = (kpos >= 0) & (kpos <= positions[:, :, None].astype(jnp.int32))
         masks = self._masks(allowed, positions, slot_pos)
         x = self.embed_tokens.encode(tokens)
         ropes = self._ropes(positions)

@@ -49,6 +49,9 @@ class SamplingSection(Strict):
 
     temperature: float = Field(default=1.0, gt=0)
     max_new_tokens: int | None = Field(default=None, ge=1)  # default: the task's own limit
+    # continuous batching: decode this many rows at a time, a row that ends taking the
+    # next sample at once (`generation/continuous.py`); 0: every row of the rollout at once
+    slots: int = Field(default=0, ge=0)
 
 
 class GRPORunConfig(Strict):

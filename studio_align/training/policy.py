@@ -126,6 +126,7 @@ class LMPolicy:
         decode: Callable[[list[int]], Any] | None = None,
         decoded_column: str = "plans",
         sampler_options: Mapping[str, Any] | None = None,
+        slots: int = 0,
     ):
         if temperature <= 0:
             raise ValueError("GRPO rollouts need temperature > 0")
@@ -137,6 +138,7 @@ class LMPolicy:
         self.decode = decode
         self.decoded_column = decoded_column
         self.sampler_options = dict(sampler_options or {})
+        self.slots = slots  # continuous batching (`Sampler.sample(slots=)`); 0: off
         self._allowed: jax.Array | None = None
         self._sampler: Any = None
 
@@ -166,6 +168,7 @@ class LMPolicy:
             rng=rng,
             constraint=constraint,
             group_size=group_size,
+            slots=self.slots,
         )
         comp = np.asarray(out.tokens, np.int32)
         n, t = comp.shape
