@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,6 +36,14 @@ def _run(run_dir: Path, out: Path, *sets: str, devices: int = 1, env: dict | Non
 
 def _params(d: np.lib.npyio.NpzFile) -> dict[str, np.ndarray]:
     return {k: d[k] for k in d.files if k.startswith("p/")}
+
+
+def _one_and_eight(tmp_path: Path, both: list[str], eight_only: list[str]) -> tuple[Any, Any]:
+    """The Transformer SFT worker's outputs on one device and on eight."""
+    _run(tmp_path / "one", tmp_path / "one.npz", "--transformer", *both, devices=1)
+    _run(tmp_path / "eight", tmp_path / "eight.npz", "--transformer", *both, *eight_only,
+         devices=8)  # fmt: skip
+    return np.load(tmp_path / "one.npz"), np.load(tmp_path / "eight.npz")
 
 
 @pytest.fixture(scope="module")
@@ -88,18 +97,7 @@ def test_killed_run_resumes_exactly(tmp_path: Path, single: np.lib.npyio.NpzFile
 @pytest.mark.slow  # two Transformer compiles in subprocesses: ~10 s CPU, more on a busy box
 def test_transformer_sft_on_fsdp_mesh_matches_one_device(tmp_path: Path) -> None:
     """The engine's Transformer with the SFT loss: logical-axis sharding (embed -> fsdp)."""
-    sets = ("train.steps=6",)
-    _run(tmp_path / "one", tmp_path / "one.npz", "--transformer", *sets, devices=1)
-    _run(
-        tmp_path / "eight",
-        tmp_path / "eight.npz",
-        "--transformer",
-        *sets,
-        "mesh.data=2",
-        "mesh.fsdp=4",
-        devices=8,
-    )
-    one, eight = np.load(tmp_path / "one.npz"), np.load(tmp_path / "eight.npz")
+    one, eight = _one_and_eight(tmp_path, ["train.steps=6"], ["mesh.data=2", "mesh.fsdp=4"])
     assert int(eight["compiles"]) == 1
     np.testing.assert_allclose(eight["losses"], one["losses"], rtol=1e-5, atol=1e-6)
     assert one["losses"][-1] < one["losses"][0]
@@ -115,18 +113,7 @@ def test_packed_sft_on_eight_devices_with_accumulation_matches_plain_one_device(
 ) -> None:
     """Packed rows (`training/packed.py`) split over a data mesh, two micro-batches each
     packed alone: the same losses and weights as plain rows on one device."""
-    sets = ("train.steps=4",)
-    _run(tmp_path / "one", tmp_path / "one.npz", "--transformer", *sets, devices=1)
-    _run(
-        tmp_path / "eight",
-        tmp_path / "eight.npz",
-        "--transformer",
-        "--packed",
-        *sets,
-        "train.grad_accum=2",
-        devices=8,
-    )
-    one, eight = np.load(tmp_path / "one.npz"), np.load(tmp_path / "eight.npz")
+    one, eight = _one_and_eight(tmp_path, ["train.steps=4"], ["--packed", "train.grad_accum=2"])
     np.testing.assert_allclose(eight["losses"], one["losses"], rtol=1e-5, atol=1e-6)
     for k, v in _params(one).items():
         np.testing.assert_allclose(eight[k], v, rtol=1e-4, atol=1e-6, err_msg=k)
