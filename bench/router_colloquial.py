@@ -2,7 +2,7 @@
 validation.
 
     python bench/router_colloquial.py --out DIR --prob 0,0.3 [--langs zh] [--seeds 0,1] [--steps 800]
-        [--eval] [--json F]
+        [--trial sft_steps=1200 --trial model.num_layers=4 ...] [--eval] [--json F]
 
 For each colloquial probability and seed: the quickstart's data (`demo_splits`, the
 quickstart's sizes) with that fraction of training requests rewritten by
@@ -12,6 +12,10 @@ its calibration (fitted on `handwritten_val` + 80 generator validation examples,
 used by calibration, so its ECE and coverage are out of sample), `handwritten_val` (80,
 in-sample for calibration), the two pooled (`hw_val_all`, the figure a setting is chosen
 on), the held-out-clause split (300) and the generator's validation split (200).
+
+`--trial k=v,k=v` (repeatable) trains one router per trial with those quickstart overrides
+on top of the defaults (`model.*` keys merge into the default model; `sft_steps` also sizes
+the training split, as in the quickstart); no `--trial`: the defaults.
 
 `--reuse` scores the routers already trained in OUT instead of training them again.
 `--eval` also scores the evaluation sets (the generator's held-out 400, hand-written v1
@@ -27,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from studio_align.config import apply_overrides, validate
 from studio_align.intents import eval as packaged
 from studio_align.intents.calibration import fit_calibration
 from studio_align.intents.demo import LANGS, demo_splits, heldout_clause_examples
@@ -81,17 +86,21 @@ def run_one(
     with_eval: bool,
     reuse: bool = False,
     langs: tuple[str, ...] = LANGS,
+    trial: str = "",
 ) -> dict[str, Any]:
-    cfg = QuickstartConfig(seed=seed, sft_steps=steps)
+    extra = [f"seed={seed}", f"sft_steps={steps}", *(t for t in trial.split(",") if t)]
+    base = QuickstartConfig().model_dump()
+    cfg = validate(QuickstartConfig, apply_overrides(base, extra), source="--trial")
     splits = demo_splits(
         seed=seed,
-        n_train=steps * cfg.batch_size,
+        n_train=cfg.sft_steps * cfg.batch_size,
         n_val=cfg.n_val,
         n_heldout=cfg.n_heldout,
         colloquial_prob=prob,
         colloquial_langs=langs,
     )
     tag = "" if langs == LANGS else "_" + "+".join(langs)
+    tag += "_" + trial.replace(",", "+").replace("=", "") if trial else ""
     run = out / f"p{prob:g}{tag}_s{seed}"
     t0 = time.perf_counter()
     ckpt = run / "stages" / "sft" / "model"
@@ -109,7 +118,8 @@ def run_one(
         "prob": prob,
         "langs": list(langs),
         "seed": seed,
-        "steps": steps,
+        "steps": cfg.sft_steps,
+        "trial": trial,
         "sft_seconds": seconds,
         "rows": rows,
     }
@@ -134,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--langs", default="en,zh", help="languages the lever rewrites")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--steps", type=int, default=QuickstartConfig().sft_steps)
+    ap.add_argument("--trial", action="append", default=[], help="k=v,k=v overrides")
     ap.add_argument("--eval", action="store_true", help="also score v1, v2 and held-out")
     ap.add_argument("--reuse", action="store_true", help="score a router already trained in OUT")
     ap.add_argument("--json", type=Path)
@@ -141,12 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for seed in (int(s) for s in args.seeds.split(",")):
         for prob in (float(p) for p in args.prob.split(",")):
-            langs = tuple(args.langs.split(","))
-            res = run_one(args.out, prob, seed, args.steps, args.eval, args.reuse, langs)
-            show(res)
-            results.append(res)
-            if args.json:
-                args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+            for trial in args.trial or [""]:
+                langs = tuple(args.langs.split(","))
+                res = run_one(args.out, prob, seed, args.steps, args.eval, args.reuse, langs, trial)
+                show(res)
+                results.append(res)
+                if args.json:
+                    args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     return 0
 
 
