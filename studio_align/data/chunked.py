@@ -44,11 +44,11 @@ class Lines:
     """Iterate batches: a `list[bytes]` of complete lines (each without its `\\n`, none
     over-long) or one `Long`. `tail` is the incomplete tail's size once exhausted."""
 
-    def __init__(self, f: IO[bytes], limit: int, sink: Sink | None, chunk: int = CHUNK) -> None:
+    def __init__(self, f: IO[bytes], limit: int, sink: Sink | None, chunk: int = 0) -> None:
         self._f = f
         self._limit = limit
         self._sink = sink
-        self._chunk = chunk
+        self._chunk = chunk or CHUNK  # read at call time, so a test can set a small one
         self.tail = 0
         self._eof = False  # set by `_stream`: the over-long line ran to the end of the file
         self._rest = b""  # set by `_stream`: what followed the over-long line in its chunk

@@ -14,7 +14,6 @@ import os
 from collections.abc import Callable, Container, Sequence
 
 from studio_align.catalog import Catalog
-from studio_align.data.fastdecode import STRUCT_KIND, LineStruct, to_event
 from studio_align.data.paths import confined
 from studio_align.data.results import Reason
 from studio_align.data.schemas import (
@@ -104,33 +103,6 @@ class ContextChecks:
         if event.image in good:  # type: ignore[union-attr]
             return None
         return self._image_problem(event)
-
-    def struct_problem(self, ev: LineStruct | AnyEvent) -> Problem:
-        """`problem` for a line the fast path left as a msgspec struct (`LogReader.run`).
-
-        The common answer, "fits", comes from the struct (known images, a route whose
-        plans pass); anything else (an image not seen yet, a failing route) builds the
-        pydantic event once and asks `problem`, which also says why and fills the image
-        cache. Pydantic events (lines the fast path left to pydantic) go to `problem`."""
-        kind = STRUCT_KIND.get(type(ev))
-        if kind == "route":
-            final, attachments = ev.final, ev.request.attachments  # type: ignore[union-attr]
-            if self.route_ok(
-                ev.proposed,  # type: ignore[union-attr]
-                final if type(final) is list else None,
-                ev.outcome,  # type: ignore[union-attr]
-                attachments if type(attachments) is list else (),
-            ):
-                return None
-        elif kind == "selection":
-            if self.good.issuperset([c.image for c in ev.candidates]):  # type: ignore[union-attr]
-                return None
-        elif kind is not None:  # retouch, rating
-            if ev.image in self.good:  # type: ignore[union-attr]
-                return None
-        else:
-            return self.problem(ev)  # type: ignore[arg-type]
-        return self.problem(to_event(ev))  # type: ignore[arg-type]
 
     def route_ok(
         self,

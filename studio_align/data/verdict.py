@@ -12,14 +12,15 @@ What keeps the verdict exact and cheap:
 - **Structs that forbid unknown fields.** msgspec checks the UTF-8 of every string it
   decodes (keys and values) but not of a value it skips, and pydantic refuses invalid
   UTF-8 anywhere. Forbidding unknown fields means nothing is skipped, so no separate UTF-8
-  pass is needed; a line with extra fields (valid for the models) fails here and the
-  reader's full path decides it.
-- **Plans as tuples**, so a route's plan check is one dict lookup on (proposed, final,
-  outcome, attachments): plans recur far more than whole events do. The cache holds only
-  routes that passed both the models' rule and the catalog's; it is cleared when full, so
-  memory stays flat.
-- **`ts` parsed by msgspec** (RFC 3339 with a zone): whatever it accepts, pydantic accepts
-  (`tests/test_data_fastdecode.py` checks a grid of shapes).
+  pass is needed on the common line. A line with extra fields (valid for the models)
+  gets a second chance from `lenient`: structs that ignore them, after a UTF-8 check.
+- **Plans as tuples**, hashable as decoded, so the endorsed plan's check is a lookup in
+  the context checks' bounded cache (`ContextChecks.plan_problems`, per plan and
+  attachments, which recur far more than whole events do).
+- **`ts` parsed by msgspec** (RFC 3339 with a zone, in C): whatever it accepts pydantic
+  accepts too, with equal values except fractions beyond microseconds (msgspec rounds,
+  pydantic truncates): harmless for a verdict. `tests/test_data_verdict.py` checks a grid
+  of shapes.
 - **Images** pass only when the reader's context checks already confirmed them for this
   file (`ContextChecks.good`); an image not seen yet goes to the full path, which checks
   it and remembers it.
@@ -90,9 +91,40 @@ class _Rating(_Event, tag="rating", kw_only=True):
 
 decode = msgspec.json.Decoder(_Selection | _Route | _Retouch | _Rating).decode
 DecodeErrors = (msgspec.ValidationError, msgspec.DecodeError)
+
+
+class _SelectionX(_Selection, tag="selection", forbid_unknown_fields=False):
+    """The same events, extra fields ignored (what the models do): `lenient`."""
+
+
+class _RouteX(_Route, tag="route", forbid_unknown_fields=False): ...
+
+
+class _RetouchX(_Retouch, tag="retouch", forbid_unknown_fields=False): ...
+
+
+class _RatingX(_Rating, tag="rating", forbid_unknown_fields=False): ...
+
+
+_lenient = msgspec.json.Decoder(_SelectionX | _RouteX | _RetouchX | _RatingX).decode
 KIND: dict[type, str] = {
-    _Selection: "selection", _Route: "route", _Retouch: "retouch", _Rating: "rating"
+    _Selection: "selection", _Route: "route", _Retouch: "retouch", _Rating: "rating",
+    _SelectionX: "selection", _RouteX: "route", _RetouchX: "retouch", _RatingX: "rating",
 }  # fmt: skip
+
+
+def lenient(data: bytes) -> Any:
+    """`decode` for a line it refused, extra fields allowed: the struct, or None. msgspec
+    does not check the UTF-8 of what it skips, so this does first."""
+    if not data.isascii():
+        try:
+            data.decode()
+        except UnicodeDecodeError:
+            return None
+    try:
+        return _lenient(data)
+    except DecodeErrors:
+        return None
 
 
 class Verdicts:
@@ -108,11 +140,14 @@ class Verdicts:
         self._good: set[str] = context.good
         self._steps = context.steps
         self._plan_problems = context.plan_problems  # cached per (plan, attachments)
+        by_kind: dict[str, Callable[[Any], bool]] = {
+            "selection": self.selection,
+            "route": self.route,
+            "retouch": self.retouch,
+            "rating": self.rating,
+        }
         self.by_type: dict[type, Callable[[Any], bool]] = {
-            _Selection: self.selection,
-            _Route: self.route,
-            _Retouch: self.retouch,
-            _Rating: self.rating,
+            cls: by_kind[kind] for cls, kind in KIND.items()
         }
 
     def start_file(self) -> None:
