@@ -2,8 +2,9 @@
 
 Why: `LogReader.run()` (what `studio-align data validate` runs) needs a verdict per line,
 not an event. Here one msgspec decode and one small function per event type decide the
-common case, a valid line, in about 1.5 µs, schema, cross-field rules and context checks
-together. Everything else (a line that fails here, for whatever reason) goes to the
+common case, a valid line, schema, cross-field rules and context checks together, in
+about 2.5 µs on the shared VM (half of it the decode; the rest is mostly hashing the
+line's fresh strings against the sets of known images, steps and ids). Everything else (a line that fails here, for whatever reason) goes to the
 reader's full path, which decides it exactly as iteration does (pydantic's reasons and
 details, the context checks' messages), so a verdict here can only ever be "valid".
 
