@@ -54,7 +54,7 @@ def _reference(data: bytes, limit: int) -> tuple[list, bytes, int]:
                 size += len(raw)
             out.append(Long(size))
         else:
-            out.append(raw[:-1])
+            out.append(raw)
     return out, bytes(sink), tail
 
 
@@ -93,15 +93,15 @@ def test_lines_match_readline_for_any_chunk_size(limit):
 
 def test_edges_of_the_limit_and_the_tail():
     cases = {
-        b"abcd\n": ([b"abcd"], b"", 0),  # content at the limit
-        b"abc\r\n": ([b"abc\r"], b"", 0),
-        b"abcd\r\n": ([b"abcd\r"], b"", 0),  # CRLF at the limit: fits
+        b"abcd\n": ([b"abcd\n"], b"", 0),  # content at the limit
+        b"abc\r\n": ([b"abc\r\n"], b"", 0),
+        b"abcd\r\n": ([b"abcd\r\n"], b"", 0),  # CRLF at the limit: fits
         b"abcde\n": ([Long(6)], b"|abcde\n", 0),
         b"abcde\r\n": ([Long(7)], b"|abcde\r\n", 0),
-        b"ab\nabcde": ([b"ab"], b"", 5),  # a tail shorter than limit + 2
-        b"ab\nabcdef": ([b"ab", Long(6)], b"|abcdef", 0),  # at limit + 2: over-long
-        b"abcdefgh\nxy\n": ([Long(9), b"xy"], b"|abcdefgh\n", 0),
-        b"\n\r\n": ([b"", b"\r"], b"", 0),
+        b"ab\nabcde": ([b"ab\n"], b"", 5),  # a tail shorter than limit + 2
+        b"ab\nabcdef": ([b"ab\n", Long(6)], b"|abcdef", 0),  # at limit + 2: over-long
+        b"abcdefgh\nxy\n": ([Long(9), b"xy\n"], b"|abcdefgh\n", 0),
+        b"\n\r\n": ([b"\n", b"\r\n"], b"", 0),
     }
     for data, want in cases.items():
         assert _reference(data, 4) == want, data

@@ -310,13 +310,12 @@ class LogReader:
         quarantine: Quarantine | None,
         decided: dict[str, int],
     ) -> int:
-        """`_decide` for a line of `_validate_file` that its verdict did not pass (`piece`
-        lacks its `\\n`; a first line's byte-order mark is not JSON, so such a line comes
-        here). Returns 1 for a blank line (whitespace only), else 0; counts a valid line
-        in `decided`."""
-        if not piece or piece.isspace():
+        """`_decide` for a line of `_validate_file` that its verdict did not pass (a first
+        line's byte-order mark is not JSON, so such a line comes here). Returns 1 for a
+        blank line (whitespace only), else 0; counts a valid line in `decided`."""
+        if piece.isspace():
             return 1
-        event = self._decide(piece + b"\n", lineno, counts, quarantine)
+        event = self._decide(piece, lineno, counts, quarantine)
         if event is not None:
             decided[KIND[type(event)]] += 1
         return 0
