@@ -14,7 +14,6 @@ import os
 from collections.abc import Callable, Container, Sequence
 
 from studio_align.catalog import Catalog
-from studio_align.data.fastdecode import STRUCT_KIND, LineStruct, to_event
 from studio_align.data.paths import confined
 from studio_align.data.results import Reason
 from studio_align.data.schemas import (
@@ -73,11 +72,11 @@ class ContextChecks:
         self.check_images = check_images
         self.images_root = images_root
         self.allow_external_images = allow_external_images
-        self._steps = frozenset(catalog.names)
+        self.steps = frozenset(catalog.names)
         self._confined = functools.lru_cache(maxsize=_CACHE)(confined)
         self._isfile = functools.lru_cache(maxsize=_CACHE)(os.path.isfile)
-        self._plan_problems = functools.lru_cache(maxsize=8192)(self._plan_problems_uncached)
-        self._good: set[str] = set()  # images of this file known confined (and present)
+        self.plan_problems = functools.lru_cache(maxsize=8192)(self._plan_problems_uncached)
+        self.good: set[str] = set()  # images of this file known confined (and present)
         self.base_dir = ""
         self._roots: tuple[str, ...] = ()
 
@@ -87,17 +86,15 @@ class ContextChecks:
         self._roots = (os.path.realpath(base_dir),) + (
             (self.images_root,) if self.images_root else ()
         )
-        self._good = set()
+        self.good = set()
 
     def problem(self, event: AnyEvent) -> Problem:
         """None when the event fits its context, else (reason, detail)."""
         if type(event) is RouteEvent:
-            if self._route_ok(
-                event.proposed, event.final, event.outcome, event.request.attachments
-            ):
+            if self.route_ok(event.proposed, event.final, event.outcome, event.request.attachments):
                 return None
-            return route_problem(event, self._steps, self._plan_problems)
-        good = self._good
+            return route_problem(event, self.steps, self.plan_problems)
+        good = self.good
         if type(event) is SelectionEvent:
             for c in event.candidates:
                 if c.image not in good:
@@ -107,34 +104,7 @@ class ContextChecks:
             return None
         return self._image_problem(event)
 
-    def struct_problem(self, ev: LineStruct | AnyEvent) -> Problem:
-        """`problem` for a line the fast path left as a msgspec struct (`LogReader.run`).
-
-        The common answer, "fits", comes from the struct (known images, a route whose
-        plans pass); anything else (an image not seen yet, a failing route) builds the
-        pydantic event once and asks `problem`, which also says why and fills the image
-        cache. Pydantic events (lines the fast path left to pydantic) go to `problem`."""
-        kind = STRUCT_KIND.get(type(ev))
-        if kind == "route":
-            final, attachments = ev.final, ev.request.attachments  # type: ignore[union-attr]
-            if self._route_ok(
-                ev.proposed,  # type: ignore[union-attr]
-                final if type(final) is list else None,
-                ev.outcome,  # type: ignore[union-attr]
-                attachments if type(attachments) is list else (),
-            ):
-                return None
-        elif kind == "selection":
-            if self._good.issuperset([c.image for c in ev.candidates]):  # type: ignore[union-attr]
-                return None
-        elif kind is not None:  # retouch, rating
-            if ev.image in self._good:  # type: ignore[union-attr]
-                return None
-        else:
-            return self.problem(ev)  # type: ignore[arg-type]
-        return self.problem(to_event(ev))  # type: ignore[arg-type]
-
-    def _route_ok(
+    def route_ok(
         self,
         proposed: list[str],
         final: list[str] | None,
@@ -144,11 +114,11 @@ class ContextChecks:
         """Whether a route's plans fit the catalog (`route_problem` says why not): every
         step known, and the plan the creator endorsed satisfiable (cached per plan and
         attachments, which recur far more than whole events do)."""
-        steps = self._steps
+        steps = self.steps
         if not steps.issuperset(proposed) or (final is not None and not steps.issuperset(final)):
             return False
         preferred = final if outcome == "rerouted" else proposed if outcome == "accepted" else None
-        return preferred is None or not self._plan_problems(tuple(preferred), tuple(attachments))
+        return preferred is None or not self.plan_problems(tuple(preferred), tuple(attachments))
 
     def _image_problem(self, event: AnyEvent) -> Problem:
         base_dir, roots = self.base_dir, self._roots
@@ -174,9 +144,9 @@ class ContextChecks:
                     missing.append(f"{loc} {image!r} not found ({full})")
             if missing:
                 return Reason.MISSING_IMAGE, "; ".join(missing)
-        if len(self._good) >= _CACHE:
-            self._good.clear()
-        self._good.update(image for _, image in fields)
+        if len(self.good) >= _CACHE:
+            self.good.clear()
+        self.good.update(image for _, image in fields)
         return None
 
     def _plan_problems_uncached(

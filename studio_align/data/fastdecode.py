@@ -217,34 +217,6 @@ def _rating(ev: RatingLine) -> RatingEvent:
     return _model(RatingEvent, values, fields)  # type: ignore[no-any-return]
 
 
-# Validate-only structs: the same, with `ts` parsed by msgspec (RFC 3339 with a zone, in C,
-# no regex). Whatever msgspec accepts there pydantic accepts too, with equal values except
-# fractions beyond microseconds (msgspec rounds, pydantic truncates; a grid of 10,140
-# timestamp shapes, docs/performance.md): harmless for a verdict, which is all
-# `check_line` gives, so the pydantic events keep `decode_line`'s own parse.
-_AwareTS = Annotated[datetime, Meta(tz=True)]
-
-
-class SelectionCheck(SelectionLine, tag="selection", kw_only=True):
-    ts: _AwareTS  # type: ignore[assignment]
-
-
-class RouteCheck(RouteLine, tag="route", kw_only=True):
-    ts: _AwareTS  # type: ignore[assignment]
-
-
-class RetouchCheck(RetouchLine, tag="retouch", kw_only=True):
-    ts: _AwareTS  # type: ignore[assignment]
-
-
-class RatingCheck(RatingLine, tag="rating", kw_only=True):
-    ts: _AwareTS  # type: ignore[assignment]
-
-
-_check_decode = msgspec.json.Decoder(
-    SelectionCheck | RouteCheck | RetouchCheck | RatingCheck
-).decode
-
 LineStruct = SelectionLine | RouteLine | RetouchLine | RatingLine
 # per struct class: the models' cross-field rules, the pydantic builder, the event's tag
 _RULES: dict[str, tuple[Any, Any]] = {
@@ -255,8 +227,6 @@ _RULES: dict[str, tuple[Any, Any]] = {
 }
 STRUCT_KIND: dict[type, str] = {
     SelectionLine: "selection", RouteLine: "route", RetouchLine: "retouch", RatingLine: "rating",
-    SelectionCheck: "selection", RouteCheck: "route", RetouchCheck: "retouch",
-    RatingCheck: "rating",
 }  # fmt: skip
 _OK: dict[type, Any] = {cls: _RULES[kind][0] for cls, kind in STRUCT_KIND.items()}
 _BUILD: dict[type, Any] = {cls: _RULES[kind][1] for cls, kind in STRUCT_KIND.items()}
@@ -277,25 +247,12 @@ def _utf8(data: bytes) -> bool:
     return True
 
 
-def check_line(data: bytes) -> LineStruct | None:
-    """`decode_line` for a reader that only validates (`LogReader.run`): the same
-    verdict, with the timestamp parsed inside msgspec; the struct is not for `to_event`'s
-    callers to keep (a fraction beyond microseconds is rounded, not truncated)."""
-    if not _utf8(data):
-        return None
-    try:
-        ev = _check_decode(data)
-    except _DecodeError:
-        return None
-    return ev if _OK[type(ev)](ev) else None
-
-
 def decode_line(data: bytes) -> LineStruct | None:
     """The msgspec struct of a line that is certainly valid, or `None`: ask pydantic.
 
     Every schema rule is checked (types, literals, lengths, the models' cross-field rules,
     the timestamp, parsed into `ts`), but no pydantic object is built (`to_event` builds
-    it; a reader that only validates uses `check_line`, at under half the cost).
+    it; a reader that only validates uses `verdict.py`, at under half the cost).
     `None` never means invalid, only "not decided here" (see the module docstring)."""
     if not _utf8(data):
         return None
