@@ -26,7 +26,8 @@ def _constraint(rows: object) -> FSMConstraint:
     return FSMConstraint(allowed=allowed, next_state=next_state, init_state=0)
 
 
-@pytest.mark.parametrize("constrained", [False, True])
+# the unconstrained case runs with `-m slow` (the constrained one covers its path plus the mask)
+@pytest.mark.parametrize("constrained", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_grouped_logps_equal_per_row(constrained: bool) -> None:
     model = Transformer(ModelConfig.tiny(V), rngs=nnx.Rngs(0))  # window 8: positions matter
     policy = LMPolicy(
