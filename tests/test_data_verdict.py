@@ -9,12 +9,10 @@ timestamps; and the common line must be passed by the strict decoder itself.
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from data_events import rating, retouch, route, selection
 from pydantic import ValidationError
-from test_data_fastdecode import EDGE_CASES, _dumps
+from test_data_fastdecode import EDGE_CASES, _dumps, mutated_lines
 
 from studio_align.catalog import default_catalog
 from studio_align.data.context import ContextChecks
@@ -100,21 +98,10 @@ def test_extra_fields_take_the_lenient_decoder_soundly(value, verdicts):
 
 
 def test_mutated_lines_are_sound(verdicts):
-    rng = random.Random(7)
     base = [_dumps(e) for e in (selection(), route(), retouch(), rating(extra=[1]))]
     passed = 0
-    for _ in range(4000):
-        line = bytearray(rng.choice(base))
-        for _ in range(rng.randint(1, 3)):
-            i = rng.randrange(len(line) - 1)
-            op = rng.random()
-            if op < 0.4:
-                line[i] = rng.choice(b'"{}[],:0123456789.eE+-ntfaulrsZz \\')
-            elif op < 0.7:
-                del line[i]
-            else:
-                line.insert(i, rng.randrange(256))
-        passed += _sound(bytes(line), verdicts)
+    for line in mutated_lines(base, 4000, seed=7):
+        passed += _sound(line, verdicts)
     assert passed > 100  # mutations that keep a line valid are really exercised
 
 
