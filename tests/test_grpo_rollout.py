@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from studio_align.generation import compiles
 from studio_align.generation.sampler import Sampler
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
@@ -58,12 +59,18 @@ def test_sampler_compiles_once_inside_the_trainer() -> None:
 def test_continuous_batching_rollouts_train_with_one_compile() -> None:
     """`LMPolicy(slots=6)`: 16 rollout rows decoded 6 at a time inside the trainer; the
     sampler compiles once, the update once, and the rollouts end at EOS or the limit."""
+    compiles.install()
+
+    def continuous() -> int:  # XLA programs built for the continuous decode loop
+        return sum(n for k, n in compiles.by_program().items() if "generate_continuous" in k)
+
     t = _lm_trainer(3, slots=6)
-    counter = Sampler(t.model)
+    before = continuous()
     t.step()
-    first = counter.compile_count
+    first = continuous()
     h = t.train().history
-    assert counter.compile_count == first and t.compiles == 1
+    assert first == before + 1  # the rollout took the continuous path, compiled once
+    assert continuous() == first and t.compiles == 1
     assert all(np.isfinite(x["loss"]) for x in h)
     roll = t.policy.sample(t.model, [[1, 2], [1, 3]], 4, jax.random.key(0))
     assert roll.mask.shape == (8, 4) and roll.lengths.min() >= 1
