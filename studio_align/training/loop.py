@@ -128,9 +128,8 @@ def _place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.shardi
     split = accum * batch_parallelism(mesh)
     for name, arr in batch.items():
         a = np.asarray(arr)
-        if _packed(name, batch) and a.ndim and a.shape[0] % split == 0:
-            pass
-        elif a.shape[:1] != (batch_size,):
+        packed_ok = _packed(name, batch) and a.ndim and a.shape[0] % split == 0
+        if not packed_ok and a.shape[:1] != (batch_size,):
             raise DataError(
                 f"batch field {name!r} has shape {a.shape}; expected leading {batch_size}"
             )

@@ -3,8 +3,9 @@
 Why: a batch of right-padded sequences does the work of its longest row in every row. On
 the quickstart's routing data (longest 96 tokens, median 25) even a batch cut to its own
 longest row (`TrimmedBatches`) is mostly padding. Packing the same batch into rows of the
-run's padded length does the same maths on about a third of the tokens, at one shape
-(one compile) instead of one per length bucket.
+run's padded length does the same maths on about half the tokens (a batch of 32 fills
+10 rows of 96: 960 tokens against about 2,000), at a few row counts (8, 10 or 12 rows
+there) instead of one compile per length bucket.
 
 How the maths stays the same: every sequence gets its own segment id (`segments`, 1, 2,
 ... along a row; 0 is padding) and its own positions from 0, and the transformer's

@@ -52,8 +52,8 @@ class SFTRecords(RecordsSection):
     """`[data]` of SFT: the records, plus how tightly each batch is padded."""
 
     # Each step's examples packed end to end into rows of the run's padded length, each
-    # blind to the others (`training/packed.py`): the same loss on about a third of the
-    # tokens, at one shape. `bucket` then does nothing.
+    # blind to the others (`training/packed.py`): the same loss on about half the tokens
+    # of rows cut to each batch's longest, at a few row counts. `bucket` then does nothing.
     pack: bool = True
     # Each batch is cut to its longest example rounded up to this many tokens (one compile
     # per length); 0: every batch at the run's padded length (one compile).
