@@ -87,8 +87,8 @@ def generate_continuous(
     eos_ids: tuple[int, ...],
     pad_id: int,
     mode: tuple[bool, bool, bool, bool],
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """`(tokens [R, new_slots], logps, lengths [R], decode steps)` for the R = prompts x
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`(tokens [R, new_slots], logps, lengths [R])` for the R = prompts x
     `group_size` requests (prompt-major, as the batch sampler), decoded `slots` rows at a
     time. `tokens [P, p]` are right-padded prompts of `lengths [P]`."""
     model = nnx.merge(graphdef, state)
@@ -99,7 +99,6 @@ def generate_continuous(
     _, prompt = model.hidden_cached(tokens, positions_from_mask(mask), mask, prompt)
     eos = jnp.asarray(eos_ids, jnp.int32)
     settings = DrawSettings(temperature, top_k, top_p, allowed, eos[0], mode)
-    plen = lengths  # per prompt
 
     def admit_free(free, nxt, req, tok, i, fsm, cache):
         rank = jnp.cumsum(free) - 1
@@ -107,12 +106,12 @@ def generate_continuous(
         admit = free & (new < n_req)
         req = jnp.where(admit, new, jnp.where(free, -1, req))
         src = jnp.maximum(req, 0) // group_size
-        last = jnp.take_along_axis(tokens[src], (plen[src] - 1)[:, None], 1)[:, 0]
+        last = jnp.take_along_axis(tokens[src], (lengths[src] - 1)[:, None], 1)[:, 0]
         tok = jnp.where(admit, last, tok)
         i = jnp.where(admit, 0, i)
         fsm = jnp.where(admit, init_state[jnp.maximum(req, 0)], fsm)
         cache = jax.lax.cond(
-            jnp.any(admit), lambda c: _admit(c, admit, req, prompt, group_size, plen),
+            jnp.any(admit), lambda c: _admit(c, admit, req, prompt, group_size, lengths),
             lambda c: c, cache,
         )  # fmt: skip
         return nxt + jnp.sum(admit), req, tok, i, fsm, cache
@@ -128,13 +127,13 @@ def generate_continuous(
     out_len = jnp.zeros((n_req + 1,), jnp.int32)
 
     def cond(carry):
-        return jnp.any(carry[2] >= 0)
+        return jnp.any(carry[1] >= 0)
 
     def body(carry):
-        step, nxt, req, tok, i, fsm, cache, out_tok, out_lp, out_len = carry
+        nxt, req, tok, i, fsm, cache, out_tok, out_lp, out_len = carry
         active = req >= 0
         src = jnp.maximum(req, 0) // group_size
-        pos = (plen[src] + i - 1)[:, None]
+        pos = (lengths[src] + i - 1)[:, None]
         logits, cache = model.forward_cached(tok[:, None], pos, active[:, None], cache)
         cache = cache._replace(cursor=cache.cursor % size)
         keys = jax.vmap(lambda r, j: jax.random.fold_in(jax.random.fold_in(rng, r), j))(
@@ -151,8 +150,8 @@ def generate_continuous(
         nxt, req, tok, i, fsm, cache = admit_free(
             ended, nxt, jnp.where(ended, -1, req), new_tok, i, fsm, cache
         )
-        return step + 1, nxt, req, tok, i, fsm, cache, out_tok, out_lp, out_len
+        return nxt, req, tok, i, fsm, cache, out_tok, out_lp, out_len
 
-    carry = (jnp.int32(0), nxt, req, tok, i, fsm, cache, out_tok, out_lp, out_len)
-    steps, *_, out_tok, out_lp, out_len = jax.lax.while_loop(cond, body, carry)
-    return out_tok[:n_req], out_lp[:n_req], out_len[:n_req], steps
+    carry = (nxt, req, tok, i, fsm, cache, out_tok, out_lp, out_len)
+    *_, out_tok, out_lp, out_len = jax.lax.while_loop(cond, body, carry)
+    return out_tok[:n_req], out_lp[:n_req], out_len[:n_req]

@@ -204,7 +204,7 @@ class Sampler:
             right = np.full((n, p), self.pad_id, np.int32)
             for i, pr in enumerate(prompts):
                 right[i, : len(pr)] = pr
-            out_tok, out_lp, out_len, _ = generate_continuous(
+            out_tok, out_lp, out_len = generate_continuous(
                 graphdef, state, jnp.asarray(right), jnp.asarray(lengths[:n]), rng, *drawing,
                 jnp.asarray(init[: n * group_size]), slots=slots, new_slots=m,
                 group_size=group_size, cache_dtype=self.cache_dtype.name,
