@@ -130,7 +130,8 @@ class Sampler:
 
     @property
     def compile_count(self) -> int:
-        """Traces of the generation function so far (process-wide)."""
+        """Traces of the batch generation function so far (process-wide); the continuous
+        program (`slots`) is counted by `generation.compiles`, which sees every program."""
         return _trace_count
 
     def sample(
