@@ -28,6 +28,7 @@ class RouterSettings(Strict):
     batch_size: int = 32
     sft_steps: int = 800
     sft_lr: float = 1e-3
+    sft_ema_decay: float | None = None  # export a moving average of SFT's weights (`[optim]`)
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
     dpo_steps: int = 150
     dpo_beta: float = 0.5

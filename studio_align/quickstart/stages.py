@@ -54,9 +54,9 @@ def stage_sft(
 ) -> Path:
     fresh = {"preset": "router", "config": cfg.model, "vocab_size": cfg.vocab_size}
     model = fresh if start is None and data.get("base") is None else _start(start, data)
-    sc = SFTConfig.model_validate(
-        {**_run_cfg(cfg, out / "stages" / "sft", cfg.sft_steps, cfg.sft_lr), "model": model}
-    )
+    run = _run_cfg(cfg, out / "stages" / "sft", cfg.sft_steps, cfg.sft_lr)
+    run["optim"]["ema_decay"] = cfg.sft_ema_decay
+    sc = SFTConfig.model_validate({**run, "model": model})
     res = train_sft(
         sc,
         task=RouterTask(catalog),

@@ -65,6 +65,7 @@ from studio_align.models.sharding import (
 )
 from studio_align.training.accumulate import accumulated_grads
 from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.ema import exported
 from studio_align.training.grpo_config import (
     GRPOConfig,
     GRPOResult,
@@ -373,7 +374,7 @@ class GRPOTrainer(RolloutMixin):
             progress.close()
         if self._ckpt is not None:
             self._ckpt.checkpointer.wait()
-        nnx.update(self.model, self.params, self.rest)
+        nnx.update(self.model, exported(self.params, self.opt_state), self.rest)
         result.seconds = time.perf_counter() - t0
         result.compiles = self.compiles
         return result

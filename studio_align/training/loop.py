@@ -14,6 +14,8 @@ Design choices:
 - Checkpoints hold params, rest, optimizer state and a record with the step (which is
   also the data position: batch sources are step-indexed). A run resumes from the
   latest checkpoint in its directory unless `checkpoint.resume = false`.
+- With `[optim] ema_decay`, evaluation and the model handed back use the moving average
+  of the weights (`ema.py`), which lives in `opt_state` and so in every checkpoint.
 - Metrics are averaged over each `log_every` window on the host, so the device is only
   synchronised when something is logged.
 - The train state (placement, donated update, checkpoints, what `resume` means) is
@@ -46,6 +48,7 @@ from studio_align.training.accumulate import LossFn, accumulated_grads
 from studio_align.training.batches import BatchSource, HostBatch, as_source
 from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.distributed import DistributedConfig, is_main_process, maybe_initialize
+from studio_align.training.ema import exported
 from studio_align.training.metrics import MetricsLogger
 from studio_align.training.optim import OptimConfig
 from studio_align.training.progress import Progress
@@ -211,7 +214,8 @@ def train_loop(
             return
         with progress.waiting("evaluating"):
             em = {
-                f"eval/{k}": float(v) for k, v in eval_fn(nnx.merge(graphdef, params, rest)).items()
+                f"eval/{k}": float(v)
+                for k, v in eval_fn(nnx.merge(graphdef, exported(params, opt_state), rest)).items()
             }
         last_eval = {k[5:]: v for k, v in em.items()}
         if logger is not None:
@@ -257,7 +261,7 @@ def train_loop(
     if start < steps or not last_eval:
         evaluate(steps)
     ckpts.close()
-    nnx.update(model, params, rest)
+    nnx.update(model, exported(params, opt_state), rest)
     return TrainResult(
         step=steps,
         metrics=last,

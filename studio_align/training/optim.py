@@ -8,6 +8,8 @@ Design choices:
   micro-batches and applies one update per step (see `accumulate.py`), so step counts,
   schedules and checkpoints all count optimizer updates, and the accumulated gradient
   equals the big-batch gradient exactly (tested).
+- `ema_decay` chains a moving average of the weights last (`ema.py`); the trainers export
+  it instead of the last step's weights.
 - Weight decay skips vectors and scalars (norm scales, biases) by default, as is usual
   for transformers; `decay_all = true` decays everything.
 """
@@ -21,6 +23,7 @@ import optax
 from pydantic import Field
 
 from studio_align.config import Strict
+from studio_align.training.ema import ema_weights
 
 OptimizerName = Literal["adamw", "adam", "sgd", "lion", "adafactor"]
 DecayName = Literal["cosine", "linear", "constant"]
@@ -43,6 +46,8 @@ class OptimConfig(Strict):
     momentum: float = Field(0.0, ge=0, lt=1)  # sgd only
     nesterov: bool = False  # sgd only
     clip_grad_norm: float | None = Field(1.0, ge=0)  # 0 (or None): no clipping
+    # a moving average of the weights, exported instead of the last step's (`ema.py`)
+    ema_decay: float | None = Field(None, gt=0, lt=1)
 
 
 def make_schedule(cfg: OptimConfig, total_steps: int) -> optax.Schedule:
@@ -94,4 +99,6 @@ def make_optimizer(
         opt = optax.chain(optax.add_decayed_weights(cfg.weight_decay, mask=mask), opt)
     if cfg.clip_grad_norm:
         opt = optax.chain(optax.clip_by_global_norm(cfg.clip_grad_norm), opt)
+    if cfg.ema_decay:  # last, so `ema.ema_of` finds it at the end of the chain's state
+        opt = optax.chain(opt, ema_weights(cfg.ema_decay))
     return opt, lr
