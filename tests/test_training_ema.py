@@ -48,8 +48,7 @@ def test_ema_follows_the_formula_and_leaves_training_unchanged(tmp_path: Path) -
     model = MLP(16, 32, rngs=nnx.Rngs(0))
     init = _params(model)
     plain = MLP(16, 32, rngs=nnx.Rngs(0))
-    cfg = _cfg(tmp_path / "plain", None)
-    tx, _ = make_optimizer(cfg.optim, STEPS)
+    tx, _ = make_optimizer(_cfg(tmp_path / "plain", None).optim, STEPS)
     graphdef, params, rest = nnx.split(plain, nnx.Param, ...)
     opt_state = tx.init(params)
     expected = init
@@ -68,8 +67,8 @@ def test_ema_follows_the_formula_and_leaves_training_unchanged(tmp_path: Path) -
                     for e, p in zip(expected, jax.tree.leaves(params), strict=True)]  # fmt: skip
     last_step = [np.asarray(p) for p in jax.tree.leaves(params)]
 
-    res = train_loop(model, _cfg(tmp_path / "ema", DECAY).optim, mse, batches,
-                     _cfg(tmp_path / "ema", DECAY))  # fmt: skip
+    cfg = _cfg(tmp_path / "ema", DECAY)
+    res = train_loop(model, cfg.optim, mse, batches, cfg)
     assert res.compiles == 1
     got = _params(model)
     for g, e in zip(got, expected, strict=True):
@@ -79,7 +78,8 @@ def test_ema_follows_the_formula_and_leaves_training_unchanged(tmp_path: Path) -
 
     # the updates pass through unchanged: the same run without EMA ends at the last step
     model2 = MLP(16, 32, rngs=nnx.Rngs(0))
-    train_loop(model2, _cfg(tmp_path / "off", None).optim, mse, batches, _cfg(tmp_path / "off", None))
+    cfg = _cfg(tmp_path / "off", None)
+    train_loop(model2, cfg.optim, mse, batches, cfg)
     for g, w in zip(_params(model2), last_step, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 

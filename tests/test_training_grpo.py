@@ -11,6 +11,7 @@ import pytest
 from flax import nnx
 
 from studio_align.testing import toy
+from studio_align.training.ema import ema_of
 from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import Rollout, replay_fsm
@@ -310,3 +311,19 @@ def test_grpo_checkpoint_resume_is_exact(tmp_path) -> None:
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6)
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 4
+
+
+def test_grpo_exports_the_moving_average_when_configured() -> None:
+    """`[optim] ema_decay`: the trainer's model ends on the average, its own state on the
+    last update's weights (which the next rollout would sample)."""
+    cfg = GRPOConfig(steps=3, prompts_per_step=4, group_size=8, mu=2, seed=0)
+    model = Table(4, 8, rngs=nnx.Rngs(0))
+    reward = plugin_reward_fn([toy.pattern_reward(TARGET)])
+    optim = OptimConfig(learning_rate=0.3, decay="constant", clip_grad_norm=None, ema_decay=0.5)
+    trainer = GRPOTrainer(TablePolicy(4), model, [0, 1, 2, 3], reward, cfg, optim)
+    trainer.train()
+    ema = ema_of(trainer.opt_state)
+    assert ema is not None
+    exported = np.asarray(model.logits[...])
+    np.testing.assert_allclose(exported, np.asarray(ema["logits"][...]), rtol=1e-6)
+    assert float(np.abs(exported - np.asarray(trainer.params["logits"][...])).max()) > 1e-3

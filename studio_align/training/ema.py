@@ -31,7 +31,7 @@ import optax
 
 
 class EmaState(NamedTuple):
-    count: jax.Array  # updates averaged so far
+    steps: jax.Array  # updates averaged so far
     ema: optax.Params  # the average, shaped and sharded like the parameters
 
 
@@ -47,15 +47,15 @@ def ema_weights(decay: float) -> optax.GradientTransformation:
     ) -> tuple[optax.Updates, EmaState]:
         if params is None:
             raise ValueError("ema_weights needs the parameters in tx.update")
-        count = state.count + 1
-        t = count.astype(jnp.float32)
+        steps = state.steps + 1
+        t = steps.astype(jnp.float32)
         d = jnp.minimum(jnp.float32(decay), 1.0 - 1.0 / t)
 
         def mix(e: jax.Array, p: jax.Array, u: jax.Array) -> jax.Array:
             new = p + u.astype(p.dtype)
             return (d * e + (1.0 - d) * new).astype(e.dtype)
 
-        return updates, EmaState(count, jax.tree.map(mix, state.ema, params, updates))
+        return updates, EmaState(steps, jax.tree.map(mix, state.ema, params, updates))
 
     return optax.GradientTransformation(init, update)
 
