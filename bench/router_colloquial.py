@@ -87,6 +87,7 @@ def run_one(
     reuse: bool = False,
     langs: tuple[str, ...] = LANGS,
     trial: str = "",
+    wide: float = 0.0,
 ) -> dict[str, Any]:
     extra = [f"seed={seed}", f"sft_steps={steps}", *(t for t in trial.split(",") if t)]
     base = QuickstartConfig().model_dump()
@@ -98,9 +99,11 @@ def run_one(
         n_heldout=cfg.n_heldout,
         colloquial_prob=prob,
         colloquial_langs=langs,
+        wide_prob=wide,
     )
     tag = "" if langs == LANGS else "_" + "+".join(langs)
     tag += "_" + trial.replace(",", "+").replace("=", "") if trial else ""
+    tag += f"_w{wide:g}" if wide else ""
     run = out / f"p{prob:g}{tag}_s{seed}"
     t0 = time.perf_counter()
     ckpt = run / "stages" / "sft" / "model"
@@ -120,6 +123,7 @@ def run_one(
         "seed": seed,
         "steps": cfg.sft_steps,
         "trial": trial,
+        "wide": wide,
         "sft_seconds": seconds,
         "rows": rows,
     }
@@ -127,7 +131,8 @@ def run_one(
 
 def show(res: dict[str, Any]) -> None:
     print(
-        f"\ncolloquial_prob={res['prob']} langs={res['langs']} seed={res['seed']} steps={res['steps']} "
+        f"\ncolloquial_prob={res['prob']} wide={res['wide']} langs={res['langs']} seed={res['seed']} "
+        f"steps={res['steps']} trial={res['trial']!r} "
         f"SFT {res['sft_seconds']:.0f}s"
     )
     keys = ["set", "n", "exact", "en", "zh", "f1", "ece_raw", "ece", "cov95"]
@@ -142,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--prob", default="0,0.3", help="colloquial probabilities, comma-separated")
     ap.add_argument("--langs", default="en,zh", help="languages the lever rewrites")
+    ap.add_argument("--wide", default="0", help="wider-lexicon fractions, comma-separated")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--steps", type=int, default=QuickstartConfig().sft_steps)
     ap.add_argument("--trial", action="append", default=[], help="k=v,k=v overrides")
@@ -153,12 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         for prob in (float(p) for p in args.prob.split(",")):
             for trial in args.trial or [""]:
-                langs = tuple(args.langs.split(","))
-                res = run_one(args.out, prob, seed, args.steps, args.eval, args.reuse, langs, trial)
-                show(res)
-                results.append(res)
-                if args.json:
-                    args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+                for wide in (float(w) for w in args.wide.split(",")):
+                    langs = tuple(args.langs.split(","))
+                    res = run_one(
+                        args.out, prob, seed, args.steps, args.eval, args.reuse, langs, trial, wide
+                    )
+                    show(res)
+                    results.append(res)
+                    if args.json:
+                        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     return 0
 
 

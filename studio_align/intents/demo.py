@@ -48,7 +48,7 @@ from studio_align.intents.demo_phrases import (
     ZH_TO_EN_WORDS,
     Intent,
 )
-from studio_align.intents.demo_styles import render_styled
+from studio_align.intents.demo_styles import BASE, WIDE, Lexicon, render_styled
 
 Split = Literal["train", "heldout"]
 LANGS = ("en", "zh")
@@ -63,6 +63,10 @@ STYLED_TYPO_PROB = 0.15
 # hand-written validation requests (handwritten_val + handwritten_val2), Chinese-only
 # 0.3 scored 0.839 (docs/router.md, round 5).
 COLLOQUIAL_PROB = 0.0
+# Fraction of training requests replaced by a styled request from the wider lexicon
+# (`demo_lexicon_wide`: artefact, technique and use names), drawn from its own random
+# stream like the colloquial lever. Chosen on validation (docs/router.md, round 8).
+WIDE_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -241,6 +245,7 @@ def generate_examples(
     styled_prob: float | None = None,
     colloquial_prob: float | None = None,
     colloquial_langs: Sequence[str] = LANGS,
+    wide_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -251,8 +256,12 @@ def generate_examples(
     held-out data uses only the held-out whole-sentence templates and none of these
     unless asked. `colloquial_prob` (default `COLLOQUIAL_PROB` in training, 0 otherwise)
     rewrites that fraction of requests in `colloquial_langs` as chat-box text
-    (`demo_colloquial`).
+    (`demo_colloquial`). `wide_prob` (default `WIDE_PROB` in training, 0 otherwise)
+    replaces that fraction of requests by styled requests from the wider lexicon.
     """
+    if wide_prob is None:
+        wide_prob = WIDE_PROB if split == "train" else 0.0
+    wrng = random.Random(f"wide:{seed}:{split}")  # its own stream, as the colloquial one
     if colloquial_prob is None:
         colloquial_prob = COLLOQUIAL_PROB if split == "train" else 0.0
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
@@ -277,22 +286,28 @@ def generate_examples(
         intent = order.pop()
         lang = "zh" if rng.random() < zh_fraction else "en"
         if styled_prob > 0 and rng.random() < styled_prob:
-            text = render_styled(intent, lang, rng)
-            if rng.random() < STYLED_TYPO_PROB:
-                text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
-            out.append(make_example(intent, _colloquial(text, lang, crng, probs[lang])))
-            continue
-        text = render_request(
-            intent,
-            lang,
-            rng,
-            split=split,
-            compose_prob=compose_prob,
-            filler_prob=filler_prob,
-            dropout_prob=dropout_prob,
-        )
+            text = _styled(intent, lang, rng, BASE)
+        else:
+            text = render_request(
+                intent,
+                lang,
+                rng,
+                split=split,
+                compose_prob=compose_prob,
+                filler_prob=filler_prob,
+                dropout_prob=dropout_prob,
+            )
+        if wide_prob > 0 and wrng.random() < wide_prob:  # drawn after: `rng` is unchanged
+            text = _styled(intent, lang, wrng, WIDE)
         out.append(make_example(intent, _colloquial(text, lang, crng, probs[lang])))
     return out
+
+
+def _styled(intent: Intent, lang: str, rng: random.Random, lexicon: Lexicon) -> str:
+    text = render_styled(intent, lang, rng, lexicon=lexicon)
+    if rng.random() < STYLED_TYPO_PROB:
+        text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
+    return text
 
 
 def _colloquial(text: str, lang: str, rng: random.Random, prob: float) -> str:
@@ -323,6 +338,7 @@ def demo_splits(
     n_heldout: int = 600,
     colloquial_prob: float | None = None,
     colloquial_langs: Sequence[str] = LANGS,
+    wide_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -331,6 +347,7 @@ def demo_splits(
         split="train",
         colloquial_prob=colloquial_prob,
         colloquial_langs=colloquial_langs,
+        wide_prob=wide_prob,
     )
     return {
         "train": both[:n_train],

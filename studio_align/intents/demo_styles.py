@@ -21,6 +21,7 @@ templates, so held-out figures stay comparable with earlier runs.
 from __future__ import annotations
 
 import random
+from typing import NamedTuple
 
 from studio_align.intents.demo_lexicon import (
     ATT_REFS,
@@ -35,8 +36,39 @@ from studio_align.intents.demo_lexicon import (
     TERSE,
     THEN,
 )
+from studio_align.intents.demo_lexicon_wide import (
+    EXTRA_BRANDS,
+    EXTRA_FIRST,
+    EXTRA_TERSE,
+    EXTRA_THEN,
+    Pools,
+)
 from studio_align.intents.demo_phrases import GRADE, T2V, ZH_TO_EN_WORDS, Intent
 from studio_align.intents.demo_slots import SLOTS
+
+
+class Lexicon(NamedTuple):
+    """The per-step pools a styled request is drawn from."""
+
+    first: Pools
+    then: Pools
+    terse: Pools
+    brands: dict[str, tuple[str, ...]]
+
+
+def _wider(base: Pools, extra: Pools) -> Pools:
+    return {step: {lang: phrases + extra.get(step, {}).get(lang, ()) for lang, phrases in by.items()}
+            for step, by in base.items()}  # fmt: skip
+
+
+BASE = Lexicon(FIRST, THEN, TERSE, BRANDS)
+# `demo_lexicon_wide`'s artefact, technique and use names added to every pool
+WIDE = Lexicon(
+    _wider(FIRST, EXTRA_FIRST),
+    _wider(THEN, EXTRA_THEN),
+    _wider(TERSE, EXTRA_TERSE),
+    {step: names + EXTRA_BRANDS.get(step, ()) for step, names in BRANDS.items()},
+)
 
 ASKS = {
     "en": ("", "", "", "pls: ", "need: ", "can you do this: ", "i'd like ", "looking for ", "could i get ",
@@ -69,18 +101,18 @@ def _att_kind(step: str, attachments: tuple[str, ...]) -> str:
             "ecommerce.product_shot": "image", "runway.video_to_video": "video"}.get(step, "image")  # fmt: skip
 
 
-def _core(intent: Intent, lang: str, rng: random.Random) -> str:
+def _core(intent: Intent, lang: str, rng: random.Random, lex: Lexicon) -> str:
     first, *rest = intent.plan
     if first == T2V and "audio" in intent.attachments:
         text = rng.choice(SONG_VIDEO[lang])
     else:
-        text = rng.choice(FIRST[first][lang])
+        text = rng.choice(lex.first[first][lang])
     if "{att}" in text:
         text = text.replace(
             "{att}", rng.choice(ATT_REFS[_att_kind(first, intent.attachments)][lang])
         )
     for step in rest:
-        text += rng.choice(CONNECT[lang]) + rng.choice(THEN[step][lang])
+        text += rng.choice(CONNECT[lang]) + rng.choice(lex.then[step][lang])
     return text
 
 
@@ -103,16 +135,18 @@ def render_styled(
     long_prob: float = 0.15,
     switch_prob: float = 0.25,
     mix_prob: float = 0.12,
+    lexicon: Lexicon = BASE,
 ) -> str:
     """One styled request for `intent` in `lang` (see module docstring); `demo.py` adds
-    typos and dropout on top, as it does for template requests."""
+    typos and dropout on top, as it does for template requests. `lexicon=WIDE` draws
+    from `demo_lexicon_wide`'s names too."""
     if len(intent.plan) == 1 and rng.random() < terse_prob:
-        text = rng.choice(TERSE[intent.plan[0]][lang])
+        text = rng.choice(lexicon.terse[intent.plan[0]][lang])
     else:
-        text = rng.choice(ASKS[lang]) + _core(intent, lang, rng)
+        text = rng.choice(ASKS[lang]) + _core(intent, lang, rng, lexicon)
         if rng.random() < brand_prob:
             step = rng.choice(intent.plan)
-            brand = rng.choice(BRANDS[step])
+            brand = rng.choice(lexicon.brands[step])
             text = rng.choice(BRAND_WRAPS[lang]).replace("{brand}", brand) + text
         if rng.random() < long_prob:
             sep = "，" if lang == "zh" else ", "
