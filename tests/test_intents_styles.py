@@ -9,7 +9,7 @@ from studio_align.intents import eval as packaged
 from studio_align.intents.demo import generate_examples
 from studio_align.intents.demo_lexicon import ATT_REFS, FIRST, TERSE, THEN
 from studio_align.intents.demo_phrases import INTENTS
-from studio_align.intents.demo_styles import render_styled
+from studio_align.intents.demo_styles import WIDE, render_styled
 from studio_align.intents.format import is_cjk, normalize_text
 
 
@@ -52,4 +52,34 @@ def test_no_handwritten_request_is_generated_verbatim() -> None:
         rows = [r for r in packaged.load(name) if r.get("style") != "terse"]
         texts = {normalize_text(r["request"]["text"]) for r in rows}
         overlap = texts & generated
+        assert not overlap, (name, sorted(overlap)[:5])
+
+
+def test_wide_lexicon_fills_every_slot_and_keeps_the_rest_of_the_data() -> None:
+    """`wide_prob` replaces about that fraction of requests (labels unchanged, every slot
+    filled) and leaves every other example byte-identical, so levers compare paired."""
+    base = generate_examples(3000, seed=5, wide_prob=0.0)
+    wide = generate_examples(3000, seed=5, wide_prob=0.3)
+    changed = [(b, w) for b, w in zip(base, wide, strict=True) if b != w]
+    assert 0.2 < len(changed) / len(base) < 0.4
+    for b, w in changed:
+        assert (b["plan"], b["request"]["attachments"]) == (w["plan"], w["request"]["attachments"])
+        assert "{" not in w["request"]["text"] and "}" not in w["request"]["text"]
+    rng = random.Random(0)
+    for intent in INTENTS:
+        for lang in ("en", "zh"):
+            for _ in range(40):
+                text = render_styled(intent, lang, rng, lexicon=WIDE)
+                assert "{" not in text, (intent.name, text)
+    # the wider pools hold the base ones, for every step and language
+    for pools, extra in ((WIDE.first, FIRST), (WIDE.then, THEN), (WIDE.terse, TERSE)):
+        for step, by_lang in extra.items():
+            for lang, phrases in by_lang.items():
+                assert set(phrases) <= set(pools[step][lang])
+            assert step in pools
+    generated = {normalize_text(r["request"]["text"]) for r in generate_examples(
+        20000, seed=0, wide_prob=1.0)}  # fmt: skip
+    for name in packaged.SETS:
+        rows = [r for r in packaged.load(name) if r.get("style") != "terse"]
+        overlap = {normalize_text(r["request"]["text"]) for r in rows} & generated
         assert not overlap, (name, sorted(overlap)[:5])
