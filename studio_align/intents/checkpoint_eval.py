@@ -10,9 +10,9 @@ from typing import Any
 
 from studio_align.errors import DataError
 from studio_align.intents.demo import read_examples
+from studio_align.intents.ensemble import load_any_router
 from studio_align.intents.evaluate import errors, evaluate_router
 from studio_align.intents.report import write_report
-from studio_align.intents.router import Router
 
 
 def evaluate_checkpoint(
@@ -22,14 +22,15 @@ def evaluate_checkpoint(
     report_dir: str | Path | None = None,
     batch_size: int = 64,
 ) -> dict[str, Any]:
-    """`eval router`: load a router checkpoint, score it on a labelled JSONL file, and
-    optionally write the HTML/PNG report. Returns the figures (JSON-ready)."""
+    """`eval router`: load a router checkpoint (or an ensemble directory, `ensemble.py`),
+    score it on a labelled JSONL file, and optionally write the HTML/PNG report. Returns
+    the figures (JSON-ready)."""
 
     examples = read_examples(data)
     if not examples:
 
         raise DataError(f"{data}: no labelled routing examples")
-    router = Router.load(checkpoint)
+    router = load_any_router(checkpoint)  # a router checkpoint or an ensemble of them
     figures, plans, confs = evaluate_router(router, examples, batch_size=batch_size)
     figures["checkpoint"] = str(checkpoint)
     figures["data"] = str(data)

@@ -1,0 +1,94 @@
+"""Router ensembles (`intents/ensemble.py`) against their members, on validation.
+
+    python bench/router_ensemble.py CKPT [CKPT ...] [--eval] [--heldout-seed 1] [--json F]
+
+Each CKPT is a router checkpoint (for example the SFT routers `bench/router_colloquial.py`
+trains for several seeds). Prints exact-plan accuracy (by language), step F1, ECE and the coverage at 95 % selective accuracy (by raw confidence) for
+every member, their mean, and the ensemble of all of them (mean plan probability), on the
+hand-written validation sets (`handwritten_val`, `handwritten_val2`, pooled as
+`hw_val_all`) and the held-out-clause split. Confidences are uncalibrated for every row,
+so members and ensemble compare like for like. `--eval` adds the evaluation sets (the
+generator's held-out split for `--heldout-seed`, hand-written v1 and v2): for reporting a
+setting chosen on validation, never for choosing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from studio_align.intents import eval as packaged
+from studio_align.intents.demo import generate_examples, heldout_clause_examples
+from studio_align.intents.ensemble import RouterEnsemble
+from studio_align.intents.evaluate import evaluate_router_sets
+from studio_align.intents.router import Router
+from studio_align.quickstart.config import QuickstartConfig
+
+CLAUSE_SEED = 9001  # as bench/router_colloquial.py
+
+
+def sets_for(with_eval: bool, heldout_seed: int) -> dict[str, list[dict[str, Any]]]:
+    v1, v2 = packaged.load("handwritten_val"), packaged.load("handwritten_val2")
+    out = {"hw_val2": v2, "hw_val": v1, "hw_val_all": v1 + v2,
+           "clause": heldout_clause_examples(300, seed=CLAUSE_SEED)}  # fmt: skip
+    if with_eval:
+        n = QuickstartConfig().n_heldout
+        out |= {
+            "heldout": generate_examples(n, seed=heldout_seed, split="heldout"),
+            "hw_v1": packaged.load("handwritten_v1"),
+            "hw_v2": packaged.load("handwritten_v2"),
+        }
+    return out
+
+
+def figures(router: Any, sets: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    scored = evaluate_router_sets(router, sets, batch_size=128)
+    out = {}
+    for name in sets:
+        f = scored[name][0]
+        lang = f.get("by_language", {})
+        out[name] = {
+            "exact": f["exact_plan_accuracy"],
+            "en": lang.get("en", {}).get("exact_plan_accuracy", float("nan")),
+            "zh": lang.get("zh", {}).get("exact_plan_accuracy", float("nan")),
+            "f1": f["step_f1"],
+            "ece": f["ece"],
+            "cov95": f["selective"]["coverage_at_target"],
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("checkpoints", nargs="+", type=Path)
+    ap.add_argument("--eval", action="store_true")
+    ap.add_argument("--heldout-seed", type=int, default=1)  # the quickstart's (seed + 1)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    sets = sets_for(args.eval, args.heldout_seed)
+    members = [Router.load(c) for c in args.checkpoints]
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    for c, m in zip(args.checkpoints, members, strict=True):
+        m.calibration = m.memory = None  # raw confidences, as the ensemble's
+        rows[str(c)] = figures(m, sets)
+    rows["member mean"] = {
+        s: {k: statistics.mean(rows[str(c)][s][k] for c in args.checkpoints) for k in rows[str(args.checkpoints[0])][s]}
+        for s in sets
+    }  # fmt: skip
+    rows["ensemble"] = figures(RouterEnsemble(members), sets)
+    for name, by_set in rows.items():
+        print(f"\n{name}")
+        for s, f in by_set.items():
+            cells = " ".join(f"{k} {v:.3f}" for k, v in f.items())
+            print(f"  {s:>10}  {cells}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Several routers routing as one: each proposes its plan, all of them vote by probability.
+
+Why: on hand-written requests a single small router's mistakes are mostly *unstable*: a
+router trained from another seed (other generated data, other initial weights, other
+batch order) fixes about as many requests as it breaks (docs/router.md, round 8). Their
+mistakes disagree, so a mixture of them is right more often than any one: on the 176
+hand-written validation requests, three default routers voting scored 0.903 against
+their 0.858 mean, and three fresh ones 0.852 against 0.822.
+
+How `route` decides, per request:
+- every member decodes its own greedy plan under the grammar (its usual `route_raw`);
+- every distinct proposed plan is scored by every member: its constrained, renormalised
+  probability (`Router.plan_logps`, one batched scoring pass per member), so a member
+  also has a say on the plans it did not propose;
+- the plan with the highest *mean* probability wins, and that mean is its confidence (the
+  mixture's probability of the plan, comparable across requests for ECE and abstention).
+
+A checkpoint is a directory holding the members' router checkpoints as subdirectories and
+`ensemble.json` (`{"members": ["m0", "m1", ...]}`); `save_ensemble` writes it.
+Member names are plain subdirectory names: a name with a separator, `..`, or a link that
+leads outside the directory is refused with one line, and nothing outside is opened.
+
+Costs, measured in docs/router.md: training is one SFT run per member, and routing is
+one decode plus one scoring pass per member. Calibration (temperature, OOD) and the
+exemplar memory are single-router features; an ensemble's confidence is the raw mixture
+probability.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from studio_align.errors import CheckpointError
+from studio_align.intents.format import encode_plan
+from studio_align.intents.router import Router
+
+ENSEMBLE_FILE = "ensemble.json"
+
+
+def is_ensemble(path: str | Path) -> bool:
+    return (Path(path) / ENSEMBLE_FILE).is_file()
+
+
+def member_dirs(path: str | Path) -> list[Path]:
+    """The member checkpoint directories an `ensemble.json` names, each checked to lie
+    inside `path` (after resolving links) before anything in it is opened."""
+    root = Path(path)
+    f = root / ENSEMBLE_FILE
+    try:
+        names = json.loads(f.read_text(encoding="utf-8"))["members"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{f}: not a router ensemble ({e})") from None
+    if not isinstance(names, list) or not names:
+        raise CheckpointError(f"{f}: 'members' must be a non-empty list of subdirectory names")
+    base = root.resolve()
+    out = []
+    for name in names:
+        bad = not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name
+        d = root / str(name)
+        if bad or d.resolve().parent != base:
+            raise CheckpointError(f"{f}: member {name!r} is not a subdirectory of {root}")
+        out.append(d)
+    return out
+
+
+def save_ensemble(members: Sequence[str | Path], out: str | Path) -> Path:
+    """Copy router checkpoints `members` into `out` as `m0`, `m1`, ... and write
+    `ensemble.json`."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    names = []
+    for i, src in enumerate(members):
+        name = f"m{i}"
+        if (root / name).exists():
+            shutil.rmtree(root / name)
+        shutil.copytree(src, root / name)
+        names.append(name)
+    (root / ENSEMBLE_FILE).write_text(json.dumps({"members": names}, indent=1), encoding="utf-8")
+    return root
+
+
+class RouterEnsemble:
+    """Routers that share a catalog, routing by their mean plan probability (module doc)."""
+
+    calibration: Any = None  # the evaluation glue's checks: a plain route, no decisions
+    memory: Any = None
+
+    def __init__(self, members: Sequence[Router]) -> None:
+        if not members:
+            raise CheckpointError("a router ensemble needs at least one member")
+        names = [tuple(m.catalog.names) for m in members]
+        if any(n != names[0] for n in names):
+            raise CheckpointError("router ensemble: the members route over different catalogs")
+        self.members = list(members)
+        self.catalog = members[0].catalog
+
+    @classmethod
+    def load(cls, path: str | Path, **kwargs: Any) -> RouterEnsemble:
+        return cls([Router.load(d, **kwargs) for d in member_dirs(path)])
+
+    def route(
+        self, requests: Sequence[Any], *, batch_size: int = 64
+    ) -> tuple[list[list[str]], list[float]]:
+        return self.route_raw(requests, batch_size=batch_size)
+
+    def route_raw(
+        self, requests: Sequence[Any], *, batch_size: int = 64
+    ) -> tuple[list[list[str]], list[float]]:
+        """Plans and mixture confidences for `requests`."""
+        proposals = [m.route_raw(requests, batch_size=batch_size)[0] for m in self.members]
+        cands: list[list[tuple[str, ...]]] = []
+        for i in range(len(requests)):
+            seen = dict.fromkeys(tuple(p[i]) for p in proposals)  # first proposer's order
+            cands.append(list(seen))
+        flat = [(i, c) for i, cs in enumerate(cands) for c in cs]
+        probs = np.zeros(len(flat))
+        for m in self.members:
+            prompts, inits = m.encode(requests)
+            for s in range(0, len(flat), batch_size):
+                chunk = flat[s : s + batch_size]
+                lp = m.plan_logps(
+                    [prompts[i] for i, _ in chunk],
+                    [encode_plan(m.tokenizer, c) for _, c in chunk],
+                    [inits[i] for i, _ in chunk],
+                )
+                probs[s : s + len(chunk)] += np.exp(lp)
+        probs /= len(self.members)
+        plans: list[list[str]] = []
+        confs: list[float] = []
+        k = 0
+        for cs in cands:
+            j = int(np.argmax(probs[k : k + len(cs)]))  # ties: the first proposal
+            plans.append(list(cs[j]))
+            confs.append(float(probs[k + j]))
+            k += len(cs)
+        return plans, confs
+
+
+def load_any_router(path: str | Path, **kwargs: Any) -> Router | RouterEnsemble:
+    """A router checkpoint or an ensemble directory, whichever `path` holds."""
+    return RouterEnsemble.load(path, **kwargs) if is_ensemble(path) else Router.load(path, **kwargs)

@@ -1,0 +1,105 @@
+"""Router ensembles: the mixture's choice and confidence, the checkpoint format, `eval router`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from serving_helpers import make_router_checkpoint
+
+from studio_align.errors import CheckpointError
+from studio_align.intents.checkpoint_eval import evaluate_checkpoint
+from studio_align.intents.demo import generate_examples, write_jsonl
+from studio_align.intents.ensemble import RouterEnsemble, member_dirs, save_ensemble
+from studio_align.intents.format import encode_plan
+from studio_align.intents.router import Router
+
+REQUESTS = [e["request"] for e in generate_examples(8, seed=4, split="heldout")]
+
+
+@pytest.fixture(scope="module")
+def members(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("members")
+    return [make_router_checkpoint(root / f"r{s}", seed=s, version=f"v{s}") for s in range(3)]
+
+
+@pytest.fixture(scope="module")
+def routers(members: list[Path]) -> list[Router]:
+    return [Router.load(m) for m in members]
+
+
+def test_an_ensemble_of_one_is_the_router(routers: list[Router]) -> None:
+    router = routers[0]
+    plans, confs = router.route_raw(REQUESTS)
+    e_plans, e_confs = RouterEnsemble([router]).route(REQUESTS)
+    assert e_plans == plans
+    np.testing.assert_allclose(e_confs, confs, rtol=1e-4)  # scoring pass = decoding's log-probs
+
+
+def test_the_plan_with_the_highest_mean_probability_wins(routers: list[Router]) -> None:
+    proposals = [r.route_raw(REQUESTS)[0] for r in routers]
+    plans, confs = RouterEnsemble(routers).route(REQUESTS)
+    # every member's constrained probability of every proposal, by hand: one 8 x 3 grid
+    grid = [[tuple(p[i]) for p in proposals] for i in range(len(REQUESTS))]
+    probs = np.zeros((len(REQUESTS), len(routers)))  # [request, proposal], summed over members
+    for r in routers:
+        prompts, inits = r.encode(REQUESTS)
+        flat = [(i, j) for i in range(len(REQUESTS)) for j in range(len(routers))]
+        lp = r.plan_logps([prompts[i] for i, _ in flat],
+                          [encode_plan(r.tokenizer, grid[i][j]) for i, j in flat],
+                          [inits[i] for i, _ in flat])  # fmt: skip
+        probs += np.exp(lp).reshape(probs.shape) / len(routers)
+    disagreements = 0
+    for i, req in enumerate(REQUESTS):
+        cands = list(dict.fromkeys(grid[i]))
+        disagreements += len(cands) > 1
+        mean = [probs[i, grid[i].index(c)] for c in cands]
+        best = int(np.argmax(mean))
+        assert plans[i] == list(cands[best])
+        assert confs[i] == pytest.approx(mean[best], rel=1e-4)
+        assert routers[0].catalog.is_valid(plans[i], req["attachments"])  # a proposal: valid
+    assert disagreements > 0  # random members disagree: the mixing above was exercised
+
+
+def test_saved_ensemble_loads_and_scores_through_eval_router(
+    members: list[Path], routers: list[Router], tmp_path: Path
+) -> None:
+    out = save_ensemble(members[:2], tmp_path / "ens")
+    assert json.loads((out / "ensemble.json").read_text())["members"] == ["m0", "m1"]
+    examples = generate_examples(16, seed=2, split="heldout")
+    figures = evaluate_checkpoint(out, write_jsonl(tmp_path / "eval.jsonl", examples))
+    plans, _ = RouterEnsemble(routers[:2]).route([e["request"] for e in examples])
+    expected = sum(p == e["plan"] for p, e in zip(plans, examples, strict=True)) / 16
+    assert figures["exact_plan_accuracy"] == pytest.approx(expected)
+    assert figures["n"] == 16
+
+
+@pytest.mark.parametrize("name", ["../r0", "a/b", "/etc", "..", "", 5])
+def test_member_names_outside_the_directory_are_refused(name: object, tmp_path: Path) -> None:
+    (tmp_path / "ensemble.json").write_text(json.dumps({"members": [name]}))
+    with pytest.raises(CheckpointError, match=r"ensemble\.json") as err:
+        member_dirs(tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_link_leading_outside_is_refused(members: list[Path], tmp_path: Path) -> None:
+    root = tmp_path / "ens"
+    root.mkdir()
+    os.symlink(members[0], root / "m0")
+    (root / "ensemble.json").write_text(json.dumps({"members": ["m0"]}))
+    with pytest.raises(CheckpointError, match="not a subdirectory"):
+        RouterEnsemble.load(root)
+
+
+def test_broken_ensemble_files_get_one_line(tmp_path: Path) -> None:
+    for text in ("{", "[]", '{"members": []}', '{"other": 1}'):
+        (tmp_path / "ensemble.json").write_text(text)
+        with pytest.raises(CheckpointError, match=r"ensemble\.json") as err:
+            member_dirs(tmp_path)
+        assert "\n" not in str(err.value)
