@@ -9,7 +9,8 @@ hand-written validation sets (`handwritten_val`, `handwritten_val2`, pooled as
 `hw_val_all`) and the held-out-clause split. Confidences are uncalibrated for every row,
 so members and ensemble compare like for like. `--eval` adds the evaluation sets (the
 generator's held-out split for `--heldout-seed`, hand-written v1 and v2): for reporting a
-setting chosen on validation, never for choosing.
+setting chosen on validation, never for choosing. `--time` times warm routing of the
+first member alone against the ensemble (run it on a quiet machine).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +64,28 @@ def figures(router: Any, sets: dict[str, list[dict[str, Any]]]) -> dict[str, dic
     return out
 
 
+def timing(members: list[Router], rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Warm routing throughput (batch 128) of the first member alone and of the ensemble."""
+    requests = [e["request"] for e in rows]
+    out = {}
+    for name, router in (("member", members[0]), ("ensemble", RouterEnsemble(members))):
+        router.route(requests, batch_size=128)  # compiles
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            router.route(requests, batch_size=128)
+            times.append(time.perf_counter() - t0)
+        out[name] = len(requests) / statistics.median(times)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("checkpoints", nargs="+", type=Path)
     ap.add_argument("--eval", action="store_true")
     ap.add_argument("--heldout-seed", type=int, default=1)  # the quickstart's (seed + 1)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--time", action="store_true", help="also time routing: first member vs all")
     args = ap.parse_args(argv)
     sets = sets_for(args.eval, args.heldout_seed)
     members = [Router.load(c) for c in args.checkpoints]
@@ -85,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         for s, f in by_set.items():
             cells = " ".join(f"{k} {v:.3f}" for k, v in f.items())
             print(f"  {s:>10}  {cells}", flush=True)
+    if args.time:
+        rows["timing"] = {"requests_per_s": timing(members, sets["hw_val_all"])}
+        print("\nrouting hw_val_all, requests/s (median of 3, warm):", rows["timing"])
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     return 0
