@@ -10,8 +10,10 @@ their 0.858 mean, and three fresh ones 0.852 against 0.822.
 How `route` decides, per request:
 - every member decodes its own greedy plan under the grammar (its usual `route_raw`);
 - every distinct proposed plan is scored by every member: its constrained, renormalised
-  probability (`Router.plan_logps`, one batched scoring pass per member), so a member
-  also has a say on the plans it did not propose;
+  probability, so a member also has a say on the plans it did not propose. A member's
+  probability of its own plan is its decoding's; only the plans it did not propose take
+  a scoring pass (`Router.plan_logps`, batched), so requests all members agree on (most
+  of them) cost one decode per member and nothing more;
 - the plan with the highest *mean* probability wins, and that mean is its confidence (the
   mixture's probability of the plan, comparable across requests for ECE and abstention).
 
@@ -113,23 +115,32 @@ class RouterEnsemble:
         self, requests: Sequence[Any], *, batch_size: int = 64
     ) -> tuple[list[list[str]], list[float]]:
         """Plans and mixture confidences for `requests`."""
-        proposals = [m.route_raw(requests, batch_size=batch_size)[0] for m in self.members]
+        routed = [m.route_raw(requests, batch_size=batch_size) for m in self.members]
         cands: list[list[tuple[str, ...]]] = []
         for i in range(len(requests)):
-            seen = dict.fromkeys(tuple(p[i]) for p in proposals)  # first proposer's order
+            seen = dict.fromkeys(tuple(p[i]) for p, _ in routed)  # first proposer's order
             cands.append(list(seen))
         flat = [(i, c) for i, cs in enumerate(cands) for c in cs]
         probs = np.zeros(len(flat))
-        for m in self.members:
+        for m, (proposed, own) in zip(self.members, routed, strict=True):
+            # a member's probability of its own plan is its decoding's: score only the others
+            todo = []
+            for k, (i, c) in enumerate(flat):
+                if tuple(proposed[i]) == c:
+                    probs[k] += own[i]
+                else:
+                    todo.append(k)
+            if not todo:
+                continue
             prompts, inits = m.encode(requests)
-            for s in range(0, len(flat), batch_size):
-                chunk = flat[s : s + batch_size]
+            for s in range(0, len(todo), batch_size):
+                chunk = [flat[k] for k in todo[s : s + batch_size]]
                 lp = m.plan_logps(
                     [prompts[i] for i, _ in chunk],
                     [encode_plan(m.tokenizer, c) for _, c in chunk],
                     [inits[i] for i, _ in chunk],
                 )
-                probs[s : s + len(chunk)] += np.exp(lp)
+                probs[todo[s : s + batch_size]] += np.exp(lp)
         probs /= len(self.members)
         plans: list[list[str]] = []
         confs: list[float] = []
