@@ -9,10 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from serving_helpers import make_router_checkpoint
 
+from studio_align.cli import main
 from studio_align.errors import CheckpointError
 from studio_align.intents.checkpoint_eval import evaluate_checkpoint
 from studio_align.intents.demo import generate_examples, write_jsonl
@@ -103,3 +105,19 @@ def test_broken_ensemble_files_get_one_line(tmp_path: Path) -> None:
         with pytest.raises(CheckpointError, match=r"ensemble\.json") as err:
             member_dirs(tmp_path)
         assert "\n" not in str(err.value)
+
+
+def test_the_cli_builds_an_ensemble_and_refuses_a_non_router(
+    members: list[Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "ens"
+    res = CliRunner().invoke(
+        main, ["model", "ensemble-router", "--out", str(out), *map(str, members)]
+    )
+    assert res.exit_code == 0, res.output
+    assert [p.name for p in member_dirs(out)] == ["m0", "m1", "m2"]
+    (tmp_path / "empty").mkdir()
+    res = CliRunner().invoke(main, ["model", "ensemble-router", "--out", str(tmp_path / "x"),
+                                    str(members[0]), str(tmp_path / "empty")])  # fmt: skip
+    assert res.exit_code != 0 and "not a router checkpoint" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "x").exists()

@@ -4,6 +4,7 @@ Thin wrappers over `studio_align.models.hf`:
 
     studio-align model inspect-hf DIR [--json]     # does this directory load? what is it?
     studio-align model export-hf --checkpoint RUN/model --out DIR [--base DIR] [--dtype bfloat16]
+    studio-align model ensemble-router --out DIR ROUTER ROUTER [ROUTER ...]
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from pathlib import Path
 import click
 
 from studio_align.cli import main
+from studio_align.errors import CheckpointError
+from studio_align.intents.ensemble import save_ensemble
+from studio_align.intents.router import load_router_meta
 from studio_align.models.hf import export_hf, load_hf
 
 
@@ -73,3 +77,19 @@ def export_hf_cmd(
         click.echo(json.dumps({"out": str(d), "files": files}, indent=2))
     else:
         click.echo(f"wrote {d}: {', '.join(files)}")
+
+
+@model.command("ensemble-router")
+@click.argument("routers", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))  # fmt: skip
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
+def ensemble_router(routers: tuple[Path, ...], out: Path) -> None:
+    """Combine ROUTERS (router checkpoints trained alike from different seeds) into one
+    ensemble directory that routes by their mean plan probability; score it with
+    `eval router --checkpoint OUT`."""
+
+    catalogs = [load_router_meta(r)["catalog"] for r in routers]  # one line if not a router
+    if any(c != catalogs[0] for c in catalogs):
+        raise CheckpointError(f"{routers[0]} and the other routers route over different catalogs")
+    d = save_ensemble(routers, out)
+    click.echo(f"wrote {d}: {len(routers)} members")
