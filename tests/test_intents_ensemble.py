@@ -121,3 +121,10 @@ def test_the_cli_builds_an_ensemble_and_refuses_a_non_router(
                                     str(members[0]), str(tmp_path / "empty")])  # fmt: skip
     assert res.exit_code != 0 and "not a router checkpoint" in res.output
     assert "Traceback" not in res.output and not (tmp_path / "x").exists()
+
+
+def test_a_single_router_loader_names_an_ensemble(members: list[Path], tmp_path: Path) -> None:
+    """`serve router` and the trainers load single routers: an ensemble gets one clear line."""
+    out = save_ensemble(members[:1], tmp_path / "ens")
+    with pytest.raises(CheckpointError, match="a router ensemble, not a single router"):
+        Router.load(out)

@@ -98,6 +98,11 @@ def save_router_meta(
 
 def load_router_meta(path: str | Path) -> dict[str, Any]:
     f = Path(path) / ROUTER_FILE
+    if not f.exists() and (Path(path) / "ensemble.json").is_file():  # `ensemble.py`'s file
+        raise CheckpointError(
+            f"{path}: a router ensemble, not a single router checkpoint (use one of its members, "
+            "or `eval router`, which scores ensembles)"
+        )
     if not f.exists():
         raise CheckpointError(f"{path}: not a router checkpoint (no {ROUTER_FILE})")
     try:
