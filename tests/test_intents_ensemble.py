@@ -16,9 +16,15 @@ from serving_helpers import make_router_checkpoint
 
 from studio_align.cli import main
 from studio_align.errors import CheckpointError
+from studio_align.intents.calibration import fit_confidence_temperature, scale_confidence
 from studio_align.intents.checkpoint_eval import evaluate_checkpoint
 from studio_align.intents.demo import generate_examples, write_jsonl
-from studio_align.intents.ensemble import RouterEnsemble, member_dirs, save_ensemble
+from studio_align.intents.ensemble import (
+    RouterEnsemble,
+    member_dirs,
+    save_ensemble,
+    save_temperature,
+)
 from studio_align.intents.format import encode_plan
 from studio_align.intents.router import Router
 
@@ -128,3 +134,29 @@ def test_a_single_router_loader_names_an_ensemble(members: list[Path], tmp_path:
     out = save_ensemble(members[:1], tmp_path / "ens")
     with pytest.raises(CheckpointError, match="a router ensemble, not a single router"):
         Router.load(out)
+
+
+def test_temperature_is_fitted_saved_and_applied(
+    members: list[Path], routers: list[Router], tmp_path: Path
+) -> None:
+    ens = RouterEnsemble(routers)
+    raw_plans, raw = ens.route_raw(REQUESTS)
+    # labels that disagree with every plan: the best fit makes the mixture less confident
+    examples = [{"request": r, "plan": ["no.such_step"]} for r in REQUESTS]
+    t = ens.fit_temperature(examples)
+    assert t == fit_confidence_temperature(raw, [False] * len(raw)) and t != 1.0
+    plans, confs = ens.route(REQUESTS)
+    assert plans == raw_plans  # a temperature never changes a plan
+    np.testing.assert_allclose(confs, scale_confidence(raw, t))
+    assert [a < b for a, b in zip(confs, raw, strict=True)] == [True] * len(raw)
+    out = save_ensemble(members, tmp_path / "ens")
+    save_temperature(out, t)
+    assert RouterEnsemble.load(out).temperature == t
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", '"hot"', "true", "1e9"])
+def test_a_bad_temperature_names_the_file(bad: str, members: list[Path], tmp_path: Path) -> None:
+    out = save_ensemble(members[:1], tmp_path / "ens")
+    (out / "ensemble.json").write_text('{"members": ["m0"], "temperature": ' + bad + "}")
+    with pytest.raises(CheckpointError, match="'temperature' must be a positive number"):
+        RouterEnsemble.load(out)

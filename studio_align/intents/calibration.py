@@ -72,6 +72,20 @@ def fit_temperature(step_logits: np.ndarray, actions: np.ndarray, correct: Seque
     return TEMPERATURES[int(np.argmin(losses))]
 
 
+def scale_confidence(conf: Sequence[float] | np.ndarray, temperature: float) -> np.ndarray:
+    """Top-label temperature scaling: the confidence's log-odds divided by `temperature`.
+    For a model whose plan distribution is not a softmax of its own (a mixture of routers)."""
+    p = np.clip(np.asarray(conf, np.float64), 1e-6, 1 - 1e-6)
+    return 1.0 / (1.0 + np.exp(-np.log(p / (1 - p)) / temperature))
+
+
+def fit_confidence_temperature(conf: Sequence[float], correct: Sequence[bool]) -> float:
+    """The grid temperature minimising the log-loss of correctness under `scale_confidence`."""
+    c = np.asarray(correct, np.float64)
+    losses = [_log_loss(scale_confidence(conf, t), c) for t in TEMPERATURES]
+    return TEMPERATURES[int(np.argmin(losses))]
+
+
 # -- unfamiliarity ----------------------------------------------------------------------------
 
 

@@ -17,15 +17,21 @@ How `route` decides, per request:
 - the plan with the highest *mean* probability wins, and that mean is its confidence (the
   mixture's probability of the plan, comparable across requests for ECE and abstention).
 
+Calibration: `fit_temperature(examples)` fits one temperature on the mixture confidence's
+log-odds (`calibration.scale_confidence`, grid log-loss, on a validation split), and
+`route` applies it. A single router's temperature rescales its step logits; a mixture has
+no logits of its own, so its top-label confidence is scaled instead.
+
 A checkpoint is a directory holding the members' router checkpoints as subdirectories and
-`ensemble.json` (`{"members": ["m0", "m1", ...]}`); `save_ensemble` writes it.
+`ensemble.json` (`{"members": ["m0", "m1", ...], "temperature": 1.0}`); `save_ensemble`
+writes it, `save_temperature` updates the temperature.
 Member names are plain subdirectory names: a name with a separator, `..`, or a link that
 leads outside the directory is refused with one line, and nothing outside is opened.
 
 Costs, measured in docs/router.md: training is one SFT run per member, and routing is
-one decode plus one scoring pass per member. Calibration (temperature, OOD) and the
-exemplar memory are single-router features; an ensemble's confidence is the raw mixture
-probability.
+one decode per member plus scoring passes for the requests they disagree on. The
+unfamiliarity (OOD) score, abstention and the exemplar memory are single-router features
+so far.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from studio_align.errors import CheckpointError
+from studio_align.intents.calibration import fit_confidence_temperature, scale_confidence
 from studio_align.intents.format import encode_plan
 from studio_align.intents.router import Router
 
@@ -49,15 +56,30 @@ def is_ensemble(path: str | Path) -> bool:
     return (Path(path) / ENSEMBLE_FILE).is_file()
 
 
+def _read(f: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(f.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or "members" not in meta:
+            raise KeyError("members")
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{f}: not a router ensemble ({e})") from None
+    return dict(meta)
+
+
+def ensemble_temperature(path: str | Path) -> float:
+    f = Path(path) / ENSEMBLE_FILE
+    t = _read(f).get("temperature", 1.0)
+    if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t < 1e3:
+        raise CheckpointError(f"{f}: 'temperature' must be a positive number, not {t!r}")
+    return float(t)
+
+
 def member_dirs(path: str | Path) -> list[Path]:
     """The member checkpoint directories an `ensemble.json` names, each checked to lie
     inside `path` (after resolving links) before anything in it is opened."""
     root = Path(path)
     f = root / ENSEMBLE_FILE
-    try:
-        names = json.loads(f.read_text(encoding="utf-8"))["members"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{f}: not a router ensemble ({e})") from None
+    names = _read(f)["members"]
     if not isinstance(names, list) or not names:
         raise CheckpointError(f"{f}: 'members' must be a non-empty list of subdirectory names")
     base = root.resolve()
@@ -83,8 +105,16 @@ def save_ensemble(members: Sequence[str | Path], out: str | Path) -> Path:
             shutil.rmtree(root / name)
         shutil.copytree(src, root / name)
         names.append(name)
-    (root / ENSEMBLE_FILE).write_text(json.dumps({"members": names}, indent=1), encoding="utf-8")
+    save_temperature(root, 1.0, names)
     return root
+
+
+def save_temperature(path: str | Path, temperature: float, names: list[str] | None = None) -> None:
+    """Write `ensemble.json` with `temperature` (the members already named there by default)."""
+    f = Path(path) / ENSEMBLE_FILE
+    names = names if names is not None else [d.name for d in member_dirs(path)]
+    meta = {"members": names, "temperature": temperature}
+    f.write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
 
 class RouterEnsemble:
@@ -93,7 +123,7 @@ class RouterEnsemble:
     calibration: Any = None  # the evaluation glue's checks: a plain route, no decisions
     memory: Any = None
 
-    def __init__(self, members: Sequence[Router]) -> None:
+    def __init__(self, members: Sequence[Router], temperature: float = 1.0) -> None:
         if not members:
             raise CheckpointError("a router ensemble needs at least one member")
         names = [tuple(m.catalog.names) for m in members]
@@ -101,20 +131,33 @@ class RouterEnsemble:
             raise CheckpointError("router ensemble: the members route over different catalogs")
         self.members = list(members)
         self.catalog = members[0].catalog
+        self.temperature = temperature
 
     @classmethod
     def load(cls, path: str | Path, **kwargs: Any) -> RouterEnsemble:
-        return cls([Router.load(d, **kwargs) for d in member_dirs(path)])
+        members = [Router.load(d, **kwargs) for d in member_dirs(path)]
+        return cls(members, temperature=ensemble_temperature(path))
 
     def route(
         self, requests: Sequence[Any], *, batch_size: int = 64
     ) -> tuple[list[list[str]], list[float]]:
-        return self.route_raw(requests, batch_size=batch_size)
+        """Plans and calibrated confidences (`temperature` applied to the mixture's)."""
+        plans, confs = self.route_raw(requests, batch_size=batch_size)
+        if self.temperature == 1.0:
+            return plans, confs
+        return plans, [float(c) for c in scale_confidence(confs, self.temperature)]
+
+    def fit_temperature(self, examples: Sequence[dict[str, Any]], *, batch_size: int = 64) -> float:
+        """Fit and set the temperature on labelled validation examples; returns it."""
+        plans, confs = self.route_raw([e["request"] for e in examples], batch_size=batch_size)
+        correct = [list(p) == list(e["plan"]) for p, e in zip(plans, examples, strict=True)]
+        self.temperature = fit_confidence_temperature(confs, correct)
+        return self.temperature
 
     def route_raw(
         self, requests: Sequence[Any], *, batch_size: int = 64
     ) -> tuple[list[list[str]], list[float]]:
-        """Plans and mixture confidences for `requests`."""
+        """Plans and the mixture's own confidences for `requests`."""
         routed = [m.route_raw(requests, batch_size=batch_size) for m in self.members]
         cands: list[list[tuple[str, ...]]] = []
         for i in range(len(requests)):
