@@ -10,7 +10,10 @@ hand-written validation sets (`handwritten_val`, `handwritten_val2`, pooled as
 so members and ensemble compare like for like. `--eval` adds the evaluation sets (the
 generator's held-out split for `--heldout-seed`, hand-written v1 and v2): for reporting a
 setting chosen on validation, never for choosing. `--time` times warm routing of the
-first member alone against the ensemble (run it on a quiet machine).
+first member alone against the ensemble (run it on a quiet machine). `--calibrate` adds the
+ensemble with a temperature fitted as the quickstart calibrates a router (`handwritten_val`
++ 80 generator validation requests of the quickstart's seed): `handwritten_val`'s figures
+are then in-sample, `handwritten_val2`'s and the evaluation sets' are not.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.intents import eval as packaged
-from studio_align.intents.demo import generate_examples, heldout_clause_examples
+from studio_align.intents.demo import demo_splits, generate_examples, heldout_clause_examples
 from studio_align.intents.ensemble import RouterEnsemble
 from studio_align.intents.evaluate import evaluate_router_sets
 from studio_align.intents.router import Router
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heldout-seed", type=int, default=1)  # the quickstart's (seed + 1)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--time", action="store_true", help="also time routing: first member vs all")
+    ap.add_argument("--calibrate", action="store_true", help="also the ensemble with a temperature")
     args = ap.parse_args(argv)
     sets = sets_for(args.eval, args.heldout_seed)
     members = [Router.load(c) for c in args.checkpoints]
@@ -97,7 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         s: {k: statistics.mean(rows[str(c)][s][k] for c in args.checkpoints) for k in rows[str(args.checkpoints[0])][s]}
         for s in sets
     }  # fmt: skip
-    rows["ensemble"] = figures(RouterEnsemble(members), sets)
+    ens = RouterEnsemble(members)
+    rows["ensemble"] = figures(ens, sets)
+    if args.calibrate:  # as the quickstart calibrates a router: hand-written + generator val
+        cfg = QuickstartConfig()
+        gen_val = demo_splits(seed=cfg.seed, n_train=cfg.sft_steps * cfg.batch_size, n_val=cfg.n_val,
+                              n_heldout=0)["val"]  # fmt: skip
+        t = ens.fit_temperature(packaged.load("handwritten_val") + gen_val[:80], batch_size=128)
+        rows[f"ensemble, temperature {t:g}"] = figures(ens, sets)
     for name, by_set in rows.items():
         print(f"\n{name}")
         for s, f in by_set.items():
