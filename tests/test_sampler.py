@@ -81,6 +81,7 @@ def test_greedy_with_cache_equals_full_forward_argmax(model, pad_side):
         assert out.lengths[i] == len(ref)
 
 
+@pytest.mark.slow  # ~12 s; the router warm-up, server compile-count and flow compile-once tests cover it
 def test_same_buckets_never_recompile(model):
     sampler = Sampler(model, eos_id=EOS)
     sampler.sample([[1, 2, 3]], max_new_tokens=5, temperature=0.0)
@@ -215,7 +216,9 @@ def test_prompt_buckets_are_multiples_not_powers():
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("constrained", [False, True])
+@pytest.mark.parametrize(
+    "constrained", [pytest.param(False, marks=pytest.mark.slow), True]
+)  # the constrained case runs the same shared-prefill path under the grammar, ~17 s less
 def test_group_size_shares_the_prefill(model, constrained):
     """G samples per prompt from one prefill == the prompt repeated G times (greedy: same
     tokens and log-probs; rows prompt-major), and each group row draws its own sample."""

@@ -61,24 +61,27 @@ class TablePolicy:
 TARGET = [5, 6, 5, 6]
 
 
-def _trainer(**overrides) -> GRPOTrainer:  # type: ignore[no-untyped-def]
+def _trainer(optim: OptimConfig | None = None, **overrides) -> GRPOTrainer:  # type: ignore[no-untyped-def]
     cfg = GRPOConfig(
         **{"steps": 15, "prompts_per_step": 4, "group_size": 8, "mu": 2, "seed": 0, **overrides}
     )
     model = Table(4, 8, rngs=nnx.Rngs(0))
     reward = plugin_reward_fn([toy.pattern_reward(TARGET)])
-    return GRPOTrainer(
-        TablePolicy(4),
-        model,
-        [0, 1, 2, 3],
-        reward,
-        cfg,
-        OptimConfig(learning_rate=0.3, decay="constant", clip_grad_norm=None),
-    )
+    optim = optim or OptimConfig(learning_rate=0.3, decay="constant", clip_grad_norm=None)
+    return GRPOTrainer(TablePolicy(4), model, [0, 1, 2, 3], reward, cfg, optim)
 
 
 def test_grpo_core_raises_reward_on_table_policy() -> None:
-    result = _trainer().train()
+    """Also `[optim] ema_decay`, which leaves training unchanged: the trainer's model ends
+    on the moving average, its own state on the last update's weights."""
+    optim = OptimConfig(learning_rate=0.3, decay="constant", clip_grad_norm=None, ema_decay=0.5)
+    trainer = _trainer(optim)
+    result = trainer.train()
+    ema = ema_of(trainer.opt_state)
+    assert ema is not None
+    exported = np.asarray(trainer.model.logits[...])
+    np.testing.assert_allclose(exported, np.asarray(ema["logits"][...]), rtol=1e-6)
+    assert float(np.abs(exported - np.asarray(trainer.params["logits"][...])).max()) > 1e-3
     curve = result.curve()
     start, end = np.mean(curve[:2]), np.mean(curve[-2:])
     print(f"table policy reward {start:.3f} -> {end:.3f}")
@@ -311,19 +314,3 @@ def test_grpo_checkpoint_resume_is_exact(tmp_path) -> None:
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6)
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 4
-
-
-def test_grpo_exports_the_moving_average_when_configured() -> None:
-    """`[optim] ema_decay`: the trainer's model ends on the average, its own state on the
-    last update's weights (which the next rollout would sample)."""
-    cfg = GRPOConfig(steps=3, prompts_per_step=4, group_size=8, mu=2, seed=0)
-    model = Table(4, 8, rngs=nnx.Rngs(0))
-    reward = plugin_reward_fn([toy.pattern_reward(TARGET)])
-    optim = OptimConfig(learning_rate=0.3, decay="constant", clip_grad_norm=None, ema_decay=0.5)
-    trainer = GRPOTrainer(TablePolicy(4), model, [0, 1, 2, 3], reward, cfg, optim)
-    trainer.train()
-    ema = ema_of(trainer.opt_state)
-    assert ema is not None
-    exported = np.asarray(model.logits[...])
-    np.testing.assert_allclose(exported, np.asarray(ema["logits"][...]), rtol=1e-6)
-    assert float(np.abs(exported - np.asarray(trainer.params["logits"][...])).max()) > 1e-3
