@@ -106,8 +106,8 @@ def test_a_link_leading_outside_is_refused(members: list[Path], tmp_path: Path) 
 
 
 def test_broken_ensemble_files_get_one_line(tmp_path: Path) -> None:
-    for text in ("{", "[]", '{"members": []}', '{"other": 1}'):
-        (tmp_path / "ensemble.json").write_text(text)
+    for data in (b"{", b"[]", b'{"members": []}', b'{"other": 1}', b'{"members": ["\xff"]}'):
+        (tmp_path / "ensemble.json").write_bytes(data)
         with pytest.raises(CheckpointError, match=r"ensemble\.json") as err:
             member_dirs(tmp_path)
         assert "\n" not in str(err.value)

@@ -61,7 +61,7 @@ def _read(f: Path) -> dict[str, Any]:
         meta = json.loads(f.read_text(encoding="utf-8"))
         if not isinstance(meta, dict) or "members" not in meta:
             raise KeyError("members")
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:  # ValueError: JSON or UTF-8
         raise CheckpointError(f"{f}: not a router ensemble ({e})") from None
     return dict(meta)
 
