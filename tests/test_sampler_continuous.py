@@ -39,6 +39,7 @@ def test_greedy_equals_the_batch_sampler_with_rows_reused(model):
     np.testing.assert_allclose(cont.logps, batch.logps, atol=1e-4)
 
 
+@pytest.mark.slow  # ~10 s; continuous batching is off by default, and the greedy test above runs it
 def test_draws_are_keyed_per_sample_and_logps_are_the_policy(model):
     sampler = Sampler(model, eos_id=ENDS, pad_id=PAD)
     a = sampler.sample(PROMPTS, max_new_tokens=10, seed=4, group_size=3, slots=2, temperature=4.0)
