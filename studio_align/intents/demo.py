@@ -65,7 +65,9 @@ STYLED_TYPO_PROB = 0.15
 COLLOQUIAL_PROB = 0.0
 # Fraction of training requests replaced by a styled request from the wider lexicon
 # (`demo_lexicon_wide`: artefact, technique and use names), drawn from its own random
-# stream like the colloquial lever. Chosen on validation (docs/router.md, round 8).
+# stream like the colloquial lever. Off: 0.25 and 0.5 against 0 (quickstart SFT, paired
+# seeds) lost up to 2.3 and 2.8 points on the 176 hand-written validation requests
+# (docs/router.md, round 8).
 WIDE_PROB = 0.0
 
 
