@@ -150,6 +150,7 @@ def test_fsm_grammar_and_eos_stop(model):
         assert greedy.tokens[i, : greedy.lengths[i]].tolist() == ref
 
 
+@pytest.mark.slow  # ~13 s; test_logps_are_constrained_policy_logps keeps the policy check in the default run
 def test_sampling_frequencies_match_policy(model):
     allowed = np.zeros((1, V), bool)
     allowed[0, [5, 6, 7]] = True

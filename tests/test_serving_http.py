@@ -27,7 +27,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         "--abstain-below",
         str(THRESHOLD),
         "--set",
-        "max_batch=16",
+        "max_batch=8",  # fewer shapes to warm up; 16 concurrent requests still batch
         "--set",
         "max_body_bytes=65536",
     )
