@@ -43,11 +43,15 @@ def routers(members: list[Path]) -> list[Router]:
 
 
 def test_an_ensemble_of_one_is_the_router(routers: list[Router]) -> None:
+    """Its confidences are the decoding's probabilities, which the mixture puts beside
+    other members' scoring-pass probabilities: the two must agree for the mean to be fair."""
     router = routers[0]
-    plans, confs = router.route_raw(REQUESTS)
+    plans, _ = router.route_raw(REQUESTS)
     e_plans, e_confs = RouterEnsemble([router]).route(REQUESTS)
     assert e_plans == plans
-    np.testing.assert_allclose(e_confs, confs, rtol=1e-4)  # scoring pass = decoding's log-probs
+    prompts, inits = router.encode(REQUESTS)
+    scored = router.plan_logps(prompts, [encode_plan(router.tokenizer, p) for p in plans], inits)
+    np.testing.assert_allclose(e_confs, np.exp(scored), rtol=1e-4)
 
 
 def test_the_plan_with_the_highest_mean_probability_wins(routers: list[Router]) -> None:
