@@ -17,6 +17,9 @@ on), the held-out-clause split (300) and the generator's validation split (200).
 on top of the defaults (`model.*` keys merge into the default model; `sft_steps` also sizes
 the training split, as in the quickstart); no `--trial`: the defaults.
 
+`--unfam-conf` fits the calibration with the unfamiliarity in the confidence
+(`fit_calibration(unfamiliarity_in_confidence=True)`).
+
 `--reuse` scores the routers already trained in OUT instead of training them again.
 `--eval` also scores the evaluation sets (the generator's held-out 400, hand-written v1
 and v2): for reporting the chosen setting once, never for choosing.
@@ -88,6 +91,7 @@ def run_one(
     langs: tuple[str, ...] = LANGS,
     trial: str = "",
     wide: float = 0.0,
+    unfam_conf: bool = False,
 ) -> dict[str, Any]:
     extra = [f"seed={seed}", f"sft_steps={steps}", *(t for t in trial.split(",") if t)]
     base = QuickstartConfig().model_dump()
@@ -113,7 +117,13 @@ def run_one(
     router = Router.load(ckpt)
     router.calibration = None
     cal_val = packaged.load("handwritten_val") + list(splits["val"][:80])
-    fit_calibration(router, splits["train"], cal_val, target=cfg.abstain_target)
+    fit_calibration(
+        router,
+        splits["train"],
+        cal_val,
+        target=cfg.abstain_target,
+        unfamiliarity_in_confidence=unfam_conf,
+    )
     sets = val_sets(splits) | (eval_sets(splits) if with_eval else {})
     scored = evaluate_router_sets(router, sets, batch_size=cfg.eval_batch_size)
     rows = [row(name, scored[name][0]) for name in sets]
@@ -124,6 +134,7 @@ def run_one(
         "steps": cfg.sft_steps,
         "trial": trial,
         "wide": wide,
+        "unfam_conf": unfam_conf,
         "sft_seconds": seconds,
         "rows": rows,
     }
@@ -153,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trial", action="append", default=[], help="k=v,k=v overrides")
     ap.add_argument("--eval", action="store_true", help="also score v1, v2 and held-out")
     ap.add_argument("--reuse", action="store_true", help="score a router already trained in OUT")
+    ap.add_argument(
+        "--unfam-conf", action="store_true", help="fit the unfamiliarity-aware confidence"
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     results = []
@@ -162,7 +176,16 @@ def main(argv: list[str] | None = None) -> int:
                 for wide in (float(w) for w in args.wide.split(",")):
                     langs = tuple(args.langs.split(","))
                     res = run_one(
-                        args.out, prob, seed, args.steps, args.eval, args.reuse, langs, trial, wide
+                        args.out,
+                        prob,
+                        seed,
+                        args.steps,
+                        args.eval,
+                        args.reuse,
+                        langs,
+                        trial,
+                        wide,
+                        unfam_conf=args.unfam_conf,
                     )
                     show(res)
                     results.append(res)

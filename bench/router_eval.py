@@ -7,7 +7,8 @@ thresholds) on validation only (the hand-written validation set plus 80 generato
 validation examples; the unfamiliarity model on 2000 training examples), then score the
 generator's held-out set, the old 50 hand-written requests and the new 228, each
 against its labels and on the *agreed* subset (label == the majority creator's plan).
-`--save` writes the calibration into the checkpoint (what quickstart does).
+`--save` writes the calibration into the checkpoint (what quickstart does); `--unfam-conf`
+fits the unfamiliarity-aware confidence (`fit_calibration(unfamiliarity_in_confidence=)`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, required=True, help="quickstart OUT/data")
     ap.add_argument("--target", type=float, default=0.95)
     ap.add_argument("--save", action="store_true")
+    ap.add_argument("--unfam-conf", action="store_true", help="the unfamiliarity-aware confidence")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     sets = eval_sets()
@@ -81,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         router = Router.load(ckpt)
         router.calibration = None
         raw = {k: evaluate_router(router, v, batch_size=128)[0] for k, v in sets.items()}
-        cal = fit_calibration(router, train, val, target=args.target)
+        cal = fit_calibration(
+            router, train, val, target=args.target, unfamiliarity_in_confidence=args.unfam_conf
+        )
         if args.save:
             cal.save(ckpt)
         figs = {k: evaluate_router(router, v, batch_size=128)[0] for k, v in sets.items()}
@@ -95,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                 "temperature": cal.temperature,
                 "confidence_threshold": cal.confidence_threshold,
                 "ood_threshold": cal.ood_threshold,
+                "slope": cal.slope,
+                "ood_weight": cal.ood_weight,
+                "bias": cal.bias,
                 **cal.fitted_on,
             },
             "rows": rows,

@@ -107,6 +107,23 @@ def test_fit_calibration_and_checkpoint_round_trip(router, tmp_path) -> None:
     router.calibration, router.memory = None, None
 
 
+def test_unfamiliarity_in_confidence_is_what_decide_serves(router) -> None:
+    val = packaged.load("handwritten_val")[:24]
+    cal = fit_calibration(
+        router, EXAMPLES, val, target=0.9, n_train=300, unfamiliarity_in_confidence=True
+    )
+    assert cal.ood_weight <= 0.0
+    reqs = [e["request"] for e in EXAMPLES[:5]]
+    _, an = router.analyse(reqs)
+    unfam = cal.unfamiliarity(an.hidden)
+    p = np.clip(cal.confidence(an.step_logits, an.actions), 1e-6, 1 - 1e-6)
+    z = cal.slope * np.log(p / (1 - p)) + cal.ood_weight * unfam + cal.bias
+    by_hand = 1 / (1 + np.exp(-z))
+    got = [d["confidence"] for d in router.decide(reqs)]
+    np.testing.assert_allclose(got, by_hand, rtol=1e-6)
+    router.calibration = None
+
+
 def test_memory_bounds_and_population_vote() -> None:
     mem = ExemplarMemory(per_creator=3, capacity=5, population_sim=0.9, min_votes=2, k=3)
     e = np.ones(4, np.float32)

@@ -14,6 +14,12 @@ Design choices:
   training requests, classes being gold plans, one shared covariance with shrinkage.
   It sees what the confidence cannot: a request unlike anything trained on, on which a
   confident plan is a guess.
+- Optionally (`fit_calibration(unfamiliarity_in_confidence=True)`), the confidence
+  itself hears the unfamiliarity: `sigmoid(a * logit(p_T) + b * u + c)`, one logistic
+  model fitted on the same validation rows (Platt scaling with an out-of-distribution
+  feature). Temperature alone scales every request's confidence alike, so a request far
+  from the training data keeps a confident wrong plan; with `b <= 0` a stranger request
+  is never more trusted than a familiar one with the same log-odds. Plans never change.
 - One decision from both: abstain with `unfamiliar_request` when the distance exceeds
   `ood_threshold`, else with `low_confidence` when the calibrated confidence is below
   `confidence_threshold`. Both thresholds are chosen together on validation: among a
@@ -86,6 +92,50 @@ def fit_confidence_temperature(conf: Sequence[float], correct: Sequence[bool]) -
     return TEMPERATURES[int(np.argmin(losses))]
 
 
+def _logit(p: np.ndarray) -> np.ndarray:
+    q = np.clip(np.asarray(p, np.float64), 1e-6, 1 - 1e-6)
+    return np.log(q / (1 - q))
+
+
+def fit_logistic(
+    x: np.ndarray, y: Sequence[bool] | np.ndarray, *, l2: float = 1e-2, iters: int = 50
+) -> tuple[np.ndarray, float]:
+    """Weights and bias of an L2-regularised logistic regression (Newton's method on
+    standardised features; the bias is not penalised). Small and exact: calibration fits
+    a few parameters on a few hundred validation rows."""
+    x = np.asarray(x, np.float64)
+    t = np.asarray(y, np.float64)
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    z = np.column_stack([(x - mu) / sd, np.ones(len(x))])
+    w = np.zeros(z.shape[1])
+    reg = np.full(z.shape[1], l2 * len(x))
+    reg[-1] = 0.0
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-z @ w))
+        grad = z.T @ (p - t) + reg * w
+        hess = (z * (p * (1 - p))[:, None]).T @ z + np.diag(reg) + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    weights = w[:-1] / sd
+    return weights, float(w[-1] - np.sum(weights * mu))
+
+
+def fit_confidence_model(
+    confidence: np.ndarray, unfamiliarity: np.ndarray, correct: Sequence[bool]
+) -> tuple[float, float, float]:
+    """(slope, ood_weight, bias) of `sigmoid(slope * logit(conf) + ood_weight * u + bias)`
+    fitted to plan correctness; `ood_weight` is clamped to <= 0 (refitting without it)."""
+    lo = _logit(confidence)
+    (a, b), c = fit_logistic(np.column_stack([lo, unfamiliarity]), correct)
+    if b > 0:
+        (a,), c = fit_logistic(lo[:, None], correct)
+        b = 0.0
+    return float(a), float(b), float(c)
+
+
 # -- unfamiliarity ----------------------------------------------------------------------------
 
 
@@ -144,6 +194,9 @@ class Calibration:
     confidence_threshold: float = 0.0
     ood_threshold: float = float("inf")
     target_accuracy: float = 0.95
+    slope: float = 1.0
+    ood_weight: float = 0.0
+    bias: float = 0.0
     ood: OODModel | None = None
     fitted_on: dict[str, Any] = field(default_factory=dict)
 
@@ -154,6 +207,14 @@ class Calibration:
         if self.ood is None:
             return np.zeros(len(hidden))
         return self.ood.score(hidden)
+
+    def adjust(self, confidence: np.ndarray, unfamiliarity: np.ndarray) -> np.ndarray:
+        """The served confidence: the temperature-scaled one, through the fitted logistic
+        model of log-odds and unfamiliarity when there is one (identity by default)."""
+        if (self.slope, self.ood_weight, self.bias) == (1.0, 0.0, 0.0):
+            return np.asarray(confidence, np.float64)
+        z = self.slope * _logit(confidence) + self.ood_weight * np.asarray(unfamiliarity)
+        return 1.0 / (1.0 + np.exp(-(z + self.bias)))
 
     def decide(self, confidence: float, unfamiliarity: float) -> str | None:
         """None to route, else the reason to abstain."""
@@ -203,6 +264,9 @@ class Calibration:
                 confidence_threshold=float(meta["confidence_threshold"]),
                 ood_threshold=float("inf") if thr is None else float(thr),
                 target_accuracy=float(meta.get("target_accuracy", 0.95)),
+                slope=float(meta.get("slope", 1.0)),
+                ood_weight=float(meta.get("ood_weight", 0.0)),
+                bias=float(meta.get("bias", 0.0)),
                 ood=ood,
                 fitted_on=dict(meta.get("fitted_on", {})),
             )
@@ -245,9 +309,11 @@ def fit_calibration(
     target: float = 0.95,
     n_train: int = 2000,
     batch_size: int = 128,
+    unfamiliarity_in_confidence: bool = False,
 ) -> Calibration:
     """Fit temperature, the unfamiliarity model (on up to `n_train` training examples) and
-    the abstention thresholds (on `validation`) for `router`; sets `router.calibration`."""
+    the abstention thresholds (on `validation`) for `router`; sets `router.calibration`.
+    `unfamiliarity_in_confidence`: also fit the logistic confidence model (module doc)."""
     rows = list(train)[:n_train]
     hidden = router.embed([r["request"] for r in rows], batch_size=batch_size)
     ood = OODModel.fit(hidden, [plan_signature(r["plan"]) for r in rows])
@@ -266,6 +332,9 @@ def fit_calibration(
     cal = Calibration(temperature=temp, ood=ood)
     conf = cal.confidence(lg, ac)
     unfam = cal.unfamiliarity(np.concatenate(hid))
+    if unfamiliarity_in_confidence and cal.ood is not None:
+        cal.slope, cal.ood_weight, cal.bias = fit_confidence_model(conf, unfam, correct)
+        conf = cal.adjust(conf, unfam)
     fit_thresholds(cal, conf, unfam, correct, target=target)
     cal.fitted_on = {
         "validation": len(validation),

@@ -84,8 +84,12 @@ class RoutingDecisions:
             comps, an = self.analyse(chunk)
             raw = np.exp(plan_logprob(an.step_logits, an.actions, 1.0))
             cal = self.calibration
-            conf = cal.confidence(an.step_logits, an.actions) if cal is not None else raw
             unfam = cal.unfamiliarity(an.hidden) if cal is not None else np.zeros(len(chunk))
+            conf = (
+                cal.adjust(cal.confidence(an.step_logits, an.actions), unfam)
+                if cal is not None
+                else raw
+            )
             atts_of = [request_fields(req)[1] for req in chunk]
             hits = (
                 self.memory.lookup_many(an.hidden, creators[s : s + len(chunk)], atts_of)

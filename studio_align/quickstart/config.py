@@ -59,6 +59,9 @@ class RouterSettings(Strict):
     eval_batch_size: int = 128
     # abstain thresholds are fitted on validation for this selective accuracy (docs/router.md)
     abstain_target: float = Field(0.95, gt=0.0, le=1.0)
+    # the confidence also hears the unfamiliarity score (`fit_calibration`; docs/router.md,
+    # round 9)
+    unfamiliarity_in_confidence: bool = False
 
 
 class QuickstartConfig(RouterSettings):

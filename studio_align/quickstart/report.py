@@ -24,7 +24,13 @@ def calibrate_stage(checkpoint: Path, cfg: RouterSettings, data: dict[str, Any])
     router = Router.load(checkpoint)
     router.calibration = None
     val = packaged.load("handwritten_val") + list(data["splits"]["val"][:80])
-    cal = fit_calibration(router, data["splits"]["train"], val, target=cfg.abstain_target)
+    cal = fit_calibration(
+        router,
+        data["splits"]["train"],
+        val,
+        target=cfg.abstain_target,
+        unfamiliarity_in_confidence=cfg.unfamiliarity_in_confidence,
+    )
     cal.save(checkpoint)
 
 
