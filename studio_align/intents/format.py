@@ -12,6 +12,11 @@ Design choices:
 - Attachment markers follow the text in a fixed order (image, video, audio), whatever
   order the request lists them in: the plan depends on which kinds are there, not on
   their order, and a fixed order keeps prompts canonical.
+- Segmentation noise (training only, off by default): `encode_prompt(rng=, split_prob=)`
+  cuts words at random interior points and encodes the sides apart, so the router learns a
+  request under other BPE segmentations than the greedy one, as it meets them when a
+  person's typo, slang or brand name breaks a known word into unfamiliar pieces
+  (BPE-dropout's idea, seeded so a run is reproducible).
 - Special-token ids come first and in a fixed order (the catalog's order for steps), so a
   tokenizer trained on different texts still maps every step to the same id.
 """
@@ -22,6 +27,8 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
+
+import numpy as np
 
 from studio_align.catalog import ATTACHMENT_KINDS, Catalog
 from studio_align.errors import DataError
@@ -135,13 +142,41 @@ def truncate_ids(ids: list[int], limit: int) -> list[int]:
     return ids[: limit - tail] + ids[len(ids) - tail :]
 
 
+_WORD = re.compile(r"\w{2,}")
+
+
+def split_cuts(text: str, rng: np.random.Generator, prob: float) -> list[int]:
+    """Segmentation-noise cut points: with probability `prob`, one uniform interior point of
+    each word of two or more characters (a Latin word, a run of CJK characters)."""
+    cuts = []
+    for m in _WORD.finditer(text):
+        if rng.random() < prob:
+            cuts.append(int(rng.integers(m.start() + 1, m.end())))
+    return cuts
+
+
+def _encode_cut(tok: TokenizerLike, text: str, cuts: Sequence[int]) -> list[int]:
+    ids: list[int] = []
+    for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
+        ids += _encode_text(tok, text[a:b])
+    return ids
+
+
 def encode_prompt(
-    tok: TokenizerLike, request: Any, *, max_text_tokens: int = MAX_TEXT_TOKENS
+    tok: TokenizerLike,
+    request: Any,
+    *,
+    max_text_tokens: int = MAX_TEXT_TOKENS,
+    rng: np.random.Generator | None = None,
+    split_prob: float = 0.0,
 ) -> list[int]:
     """`<bos>` + text tokens (at most `max_text_tokens`) + attachment markers (fixed kind
-    order) + `<plan>`."""
+    order) + `<plan>`. With `rng` and `split_prob > 0`, the text carries segmentation noise
+    (module docstring); otherwise nothing is drawn."""
     text, atts = request_fields(request)
-    text_ids = truncate_ids(_encode_text(tok, normalize_text(text)), max_text_tokens)
+    norm = normalize_text(text)
+    cuts = split_cuts(norm, rng, split_prob) if rng is not None and split_prob > 0 else []
+    text_ids = truncate_ids(_encode_cut(tok, norm, cuts), max_text_tokens)
     ids = [_id(tok, BOS), *text_ids]
     ids += [_id(tok, attachment_token(k)) for k in ATTACHMENT_KINDS if k in atts]
     ids.append(_id(tok, PLAN))

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
 from flax import nnx
 
 from studio_align.catalog import ATTACHMENT_KINDS, Catalog
@@ -73,8 +74,16 @@ class RouterTask:
         }
     )
 
-    def __init__(self, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, catalog: Catalog | None = None, *, split_prob: float = 0.0, split_seed: int = 0
+    ) -> None:
+        """`split_prob`: segmentation noise on the requests `sft_pairs` encodes (training
+        and held-out loss alike; `format.encode_prompt`), drawn from `split_seed`."""
+        if not 0.0 <= split_prob < 1.0:
+            raise ConfigError(f"split_prob: {split_prob} is not in [0, 1)")
         self._catalog = catalog
+        self.split_prob = split_prob
+        self.split_seed = split_seed
 
     @property
     def catalog(self) -> Catalog:
@@ -159,11 +168,13 @@ class RouterTask:
 
     def sft_pairs(self, start: StartingPoint, records: Sequence[Mapping[str, Any]]) -> list[Pair]:
         tok = start.tokenizer
+        rng = np.random.default_rng(self.split_seed) if self.split_prob > 0 else None
         pairs: list[Pair] = []
         for i, ex in enumerate(records):
             if "request" not in ex or "plan" not in ex:
                 raise DataError(f"routing example {i}: needs 'request' and 'plan'")
-            pairs.append((encode_prompt(tok, ex["request"]), encode_plan(tok, ex["plan"])))
+            prompt = encode_prompt(tok, ex["request"], rng=rng, split_prob=self.split_prob)
+            pairs.append((prompt, encode_plan(tok, ex["plan"])))
         return pairs
 
     def preference_pairs(

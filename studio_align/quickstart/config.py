@@ -31,6 +31,8 @@ class RouterSettings(Strict):
     # export a moving average of SFT's weights (`[optim] ema_decay`); off: 0.99 and 0.995
     # lost 0.8 point on hand-written validation (docs/router.md, round 8)
     sft_ema_decay: float | None = None
+    # segmentation noise on SFT's requests (`RouterTask(split_prob=)`; docs/router.md, round 9)
+    sft_split_prob: float = Field(0.0, ge=0.0, lt=1.0)
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
     dpo_steps: int = 150
     dpo_beta: float = 0.5

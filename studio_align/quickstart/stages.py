@@ -59,7 +59,7 @@ def stage_sft(
     sc = SFTConfig.model_validate({**run, "model": model})
     res = train_sft(
         sc,
-        task=RouterTask(catalog),
+        task=RouterTask(catalog, split_prob=cfg.sft_split_prob, split_seed=cfg.seed),
         examples=data["splits"]["train"],
         heldout=data["splits"]["val"],
     )
