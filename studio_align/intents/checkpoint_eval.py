@@ -28,14 +28,12 @@ def evaluate_checkpoint(
 
     examples = read_examples(data)
     if not examples:
-
         raise DataError(f"{data}: no labelled routing examples")
     router = load_any_router(checkpoint)  # a router checkpoint or an ensemble of them
     figures, plans, confs = evaluate_router(router, examples, batch_size=batch_size)
     figures["checkpoint"] = str(checkpoint)
     figures["data"] = str(data)
     if report_dir is not None:
-
         page = write_report(
             report_dir,
             figures,

@@ -80,7 +80,6 @@ def plan_validity(
 ) -> list[float | None]:
     """1.0 if the plan is valid under the catalog for the request's attachments, else 0.0."""
     if catalog is None:
-
         catalog = get_host().catalog
     out: list[float | None] = []
     for plan, request in zip(plans, requests, strict=True):

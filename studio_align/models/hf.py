@@ -157,11 +157,9 @@ def load_hf(
         )
     model = nnx.merge(graphdef, nnx.from_flat_state(flat))
     if lora is not None:
-
         add_lora(model, lora, rngs=nnx.Rngs(seed))
     tok = None
     if tokenizer or (tokenizer is None and (d / "tokenizer.json").exists()):
-
         # a tokenizer may know ids past the embedding (multimodal Gemma 3's image token);
         # `extend_vocab` covers them when tokens are added for training
         tok = Tokenizer.load(d)
