@@ -5,6 +5,7 @@ Thin wrappers over `studio_align.models.hf`:
     studio-align model inspect-hf DIR [--json]     # does this directory load? what is it?
     studio-align model export-hf --checkpoint RUN/model --out DIR [--base DIR] [--dtype bfloat16]
     studio-align model ensemble-router --out DIR ROUTER ROUTER [ROUTER ...]
+    studio-align model calibrate-router CHECKPOINT --val VAL.jsonl --train TRAIN.jsonl [--target 0.95]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import click
 
 from studio_align.cli import main
 from studio_align.errors import CheckpointError
+from studio_align.intents.checkpoint_calibrate import calibrate_checkpoint
 from studio_align.intents.ensemble import save_ensemble
 from studio_align.intents.router import load_router_meta
 from studio_align.models.hf import export_hf, load_hf
@@ -93,3 +95,49 @@ def ensemble_router(routers: tuple[Path, ...], out: Path) -> None:
         raise CheckpointError(f"{routers[0]} and the other routers route over different catalogs")
     d = save_ensemble(routers, out)
     click.echo(f"wrote {d}: {len(routers)} members")
+
+
+@model.command("calibrate-router")
+@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--val", "validation", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Labelled validation requests (JSONL: request, plan); never the evaluation set.")  # fmt: skip
+@click.option("--train", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Labelled training requests, for the unfamiliarity model (single routers).")  # fmt: skip
+@click.option("--target", type=float, default=0.95, show_default=True,
+              help="Selective accuracy the abstain thresholds keep on validation.")  # fmt: skip
+@click.option("--unfamiliarity-in-confidence", is_flag=True,
+              help="Fit the confidence on log-odds and unfamiliarity together (docs/router.md).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def calibrate_router(
+    checkpoint: Path,
+    validation: Path,
+    train: Path | None,
+    target: float,
+    unfamiliarity_in_confidence: bool,
+    as_json: bool,
+) -> None:
+    """Fit CHECKPOINT's temperature, unfamiliarity model and abstain thresholds (an
+    ensemble: its temperature) on validation, and save them for `serve router`."""
+
+    res = calibrate_checkpoint(
+        checkpoint,
+        validation,
+        train=train,
+        target=target,
+        unfamiliarity_in_confidence=unfamiliarity_in_confidence,
+    )
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+        return
+    if res["kind"] == "ensemble":
+        click.echo(
+            f"{checkpoint}: temperature {res['temperature']:.3f} ({res['validation']} validation requests)"
+        )
+        return
+    click.echo(
+        f"{checkpoint}: temperature {res['temperature']:.3f}, abstain below confidence "
+        f"{res['confidence_threshold']:.3f} or above unfamiliarity {res['ood_threshold']} "
+        f"(target {res['target_accuracy']:.2f} on {res['validation']} validation requests, "
+        f"accuracy {res['validation_accuracy']:.3f})"
+    )
