@@ -135,9 +135,10 @@ def calibrate_router(
             f"{checkpoint}: temperature {res['temperature']:.3f} ({res['validation']} validation requests)"
         )
         return
+    ood = "none" if res["ood_threshold"] is None else f"{res['ood_threshold']:.2f}"
     click.echo(
         f"{checkpoint}: temperature {res['temperature']:.3f}, abstain below confidence "
-        f"{res['confidence_threshold']:.3f} or above unfamiliarity {res['ood_threshold']} "
+        f"{res['confidence_threshold']:.3f} or above unfamiliarity {ood} "
         f"(target {res['target_accuracy']:.2f} on {res['validation']} validation requests, "
         f"accuracy {res['validation_accuracy']:.3f})"
     )
