@@ -37,9 +37,9 @@ a training-time forward pass computes for the same constrained policy.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-import functools
 from functools import partial
 from typing import Any, Literal
 
@@ -77,7 +77,7 @@ class StaticGraph:
     module tree each time (~0.35 ms a call on a 3-layer router, issue 14); equal graphdefs
     still share compiled code (equality falls back to the graphdefs' own)."""
 
-    __slots__ = ("graphdef", "_hash")
+    __slots__ = ("_hash", "graphdef")
 
     def __init__(self, graphdef: Any) -> None:
         self.graphdef = graphdef
