@@ -120,13 +120,16 @@ def serve_config(root: Path, **kw: Any) -> ServeConfig:
 
 
 @contextlib.contextmanager
-def live_server(cfg: ServeConfig, loader: Any = fake_loader, **uvicorn_kw: Any) -> Iterator[int]:
-    """Serve `create_app(cfg)` with real uvicorn and `cfg`'s bounded protocol on a loopback
-    port, in a daemon thread; yields the port and stops the server on exit."""
+def live_server(
+    cfg: ServeConfig, loader: Any = fake_loader, parser: str = "httptools", **uvicorn_kw: Any
+) -> Iterator[int]:
+    """Serve `create_app(cfg)` with real uvicorn and `cfg`'s bounded protocol (parsing with
+    `parser`) on a loopback port, in a daemon thread; yields the port and stops the server
+    on exit."""
     port = free_port()
     config = uvicorn.Config(
         create_app(cfg, loader=loader), host="127.0.0.1", port=port,
-        http=protocol_for(cfg), log_level="error", **uvicorn_kw,
+        http=protocol_for(cfg, parser=parser), log_level="error", **uvicorn_kw,
     )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -89,6 +89,8 @@ def test_same_buckets_never_recompile(model):
     # Same buckets (batch 1->1, prompt <=16, new tokens <=8), other lengths and values.
     sampler.sample([[1, 4, 5, 6, 7, 8, 9]], max_new_tokens=7, temperature=0.0)
     Sampler(model, eos_id=EOS).sample([[3] * 16], max_new_tokens=8, temperature=0.0)
+    # a snapshot sampler's graphdef is hashed once (`StaticGraph`), still the same program
+    Sampler(model, eos_id=EOS, snapshot=True).sample([[3] * 9], max_new_tokens=8, temperature=0.0)
     assert sampler.compile_count == n
     sampler.sample([[1, 2]], max_new_tokens=5, temperature=0.7, seed=1)
     m = sampler.compile_count

@@ -290,9 +290,10 @@ def test_index_links_docs_and_metrics(client: TestClient) -> None:
 # -- slow clients: real uvicorn with the bounded protocol ----------------------------------------
 
 
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[int]:
-    with live_server(_cfg(tmp_path, request_timeout_s=1.0), timeout_keep_alive=1) as port:
+@pytest.fixture(params=["httptools", "h11"])
+def live(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[int]:
+    cfg = _cfg(tmp_path, request_timeout_s=1.0)
+    with live_server(cfg, parser=request.param, timeout_keep_alive=1) as port:
         yield port
 
 
@@ -325,3 +326,35 @@ def test_slow_clients_are_dropped(live: int) -> None:
     finally:
         for s in socks:
             s.close()
+
+
+@pytest.mark.parametrize("parser", ["httptools", "h11"])
+def test_oversized_heads_are_refused_and_keep_alive_still_works(
+    tmp_path: Path, parser: str
+) -> None:
+    # a long read deadline, so only the head cap can end the first connection in time
+    with live_server(_cfg(tmp_path, request_timeout_s=60.0), parser=parser) as live:
+        _oversized_head_is_refused(live)
+        _keep_alive_with_big_headers(live)
+
+
+def _oversized_head_is_refused(live: int) -> None:
+    with socket.create_connection(("127.0.0.1", live)) as s:
+        s.settimeout(5)
+        try:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            for _ in range(40):  # 40 KiB of headers in 1 KiB writes, never ending the head
+                s.sendall(b"X-Pad: " + b"a" * 1017 + b"\r\n")
+                time.sleep(0.002)
+            reply = s.recv(1024)
+        except (BrokenPipeError, ConnectionResetError):
+            reply = b""  # closed by the server while we were still sending
+        assert reply.startswith(b"HTTP/1.1 400") or reply == b""
+
+
+def _keep_alive_with_big_headers(live: int) -> None:
+    with socket.create_connection(("127.0.0.1", live)) as s:
+        s.settimeout(5)
+        for _ in range(2):  # two requests on one connection, both answered
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 4000 + b"\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")

@@ -23,6 +23,7 @@ Design choices:
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -73,7 +74,7 @@ from studio_align.serving.settings import (
     within_roots,
 )
 from studio_align.serving.validation import describe_validation_error
-from studio_align.serving.warmup import Readiness, batch_buckets, warm
+from studio_align.serving.warmup import Readiness, batch_buckets, settle_heap, warm
 
 log = logging.getLogger("studio_align.serving")
 Announce = Callable[[str], None]
@@ -91,7 +92,6 @@ class RouterLike(Protocol):
 
 
 def load_router(path: str) -> RouterLike:
-
     return Router.load(path)
 
 
@@ -108,7 +108,6 @@ def _checkpoint_stamp(path: str) -> float:
 
 def _decode_compiles() -> int:
     """Traces of the sampler's decode function so far (constant after warm-up)."""
-
     return int(sampler._trace_count)
 
 
@@ -160,6 +159,7 @@ class _State:
         if self.cfg.warmup:
             warm(router, self.sizes, progress)
         probe(router, self.sizes)
+        settle_heap(collect=self.router is None)
         return router
 
 
@@ -209,6 +209,7 @@ def create_app(
             if task is not None:
                 task.cancel()
         await state.batcher.stop()
+        gc.unfreeze()  # what `settle_heap` froze is collectable again once the app stops
         if state.router is not None and cfg.remember_feedback:
             state.gate.save_memory(state.router, state.checkpoint)
 
