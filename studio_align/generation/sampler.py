@@ -92,9 +92,10 @@ class StaticGraph:
         )
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def _key(seed: int) -> jax.Array:
-    """`jax.random.key(seed)`, made once per seed (keys are immutable; ~0.2 ms each)."""
+    """`jax.random.key(seed)`, made once per seed (keys are immutable; ~0.2 ms each); bounded,
+    since a training loop may draw with a new seed every step."""
     return jax.random.key(seed)
 
 
