@@ -331,10 +331,10 @@ CASES: dict[str, Case] = {
     ),
 }
 
-FAST = [  # a representative few; every case runs in the slow matrix
+FAST = [  # a representative few; every case runs in the slow matrix (the quarantine
+    # hard-link case there only: tests/test_reader_lossless.py checks the refusal itself)
     "sft config not utf-8",
     "serve public bind without token",
-    "validate quarantine hard link",
 ]
 
 

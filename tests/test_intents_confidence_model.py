@@ -56,3 +56,10 @@ def test_identity_by_default_and_saved_with_the_checkpoint(tmp_path) -> None:
     assert (back.slope, back.ood_weight, back.bias) == (0.8, -0.25, 0.1)
     expect = 1 / (1 + np.exp(-(0.8 * np.log(0.7 / 0.3) - 0.25 * 4.0 + 0.1)))
     assert back.adjust(np.array([0.7]), np.array([4.0]))[0] == pytest.approx(expect)
+
+
+def test_validation_all_right_or_all_wrong_keeps_the_identity() -> None:
+    conf = np.linspace(0.3, 0.99, 50)
+    u = np.linspace(0.0, 9.0, 50)
+    for every in (True, False):
+        assert fit_confidence_model(conf, u, [every] * 50) == (1.0, 0.0, 0.0)

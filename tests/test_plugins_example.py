@@ -79,6 +79,7 @@ def test_installed_example_can_be_blocked(site):
     assert "brand_safety" not in {p["name"] for p in json.loads(done.stdout)}
 
 
+@pytest.mark.slow  # ~8 s (an interpreter importing the CLI); the tests above run the CLI too
 def test_python_dash_m_entry(site):
     code = "import runpy; runpy.run_module('studio_align.cli', run_name='__main__')"
     done = run(site, "--help", code=code)

@@ -127,7 +127,12 @@ def fit_confidence_model(
     confidence: np.ndarray, unfamiliarity: np.ndarray, correct: Sequence[bool]
 ) -> tuple[float, float, float]:
     """(slope, ood_weight, bias) of `sigmoid(slope * logit(conf) + ood_weight * u + bias)`
-    fitted to plan correctness; `ood_weight` is clamped to <= 0 (refitting without it)."""
+    fitted to plan correctness; `ood_weight` is clamped to <= 0 (refitting without it).
+    Validation that is all right or all wrong has no logistic fit (the bias runs off to
+    infinity): the identity is kept, so the temperature alone decides."""
+    ok = np.asarray(correct, bool)
+    if ok.all() or not ok.any():
+        return 1.0, 0.0, 0.0
     lo = _logit(confidence)
     (a, b), c = fit_logistic(np.column_stack([lo, unfamiliarity]), correct)
     if b > 0:
