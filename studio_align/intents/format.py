@@ -12,7 +12,7 @@ Design choices:
 - Attachment markers follow the text in a fixed order (image, video, audio), whatever
   order the request lists them in: the plan depends on which kinds are there, not on
   their order, and a fixed order keeps prompts canonical.
-- Segmentation noise (training only, off by default): `encode_prompt(rng=, split_prob=)`
+- Segmentation noise (for SFT, off by default): `encode_prompt(rng=, split_prob=)`
   cuts words at random interior points and encodes the sides apart, so the router learns a
   request under other BPE segmentations than the greedy one, as it meets them when a
   person's typo, slang or brand name breaks a known word into unfamiliar pieces
