@@ -53,6 +53,15 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
     return z - m - np.log(np.sum(np.exp(z - m), axis=-1, keepdims=True))
 
 
+def _logit(p: np.ndarray) -> np.ndarray:
+    q = np.clip(np.asarray(p, np.float64), 1e-6, 1 - 1e-6)
+    return np.log(q / (1 - q))
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
 def plan_logprob(
     step_logits: np.ndarray, actions: np.ndarray, temperature: float = 1.0
 ) -> np.ndarray:
@@ -81,8 +90,7 @@ def fit_temperature(step_logits: np.ndarray, actions: np.ndarray, correct: Seque
 def scale_confidence(conf: Sequence[float] | np.ndarray, temperature: float) -> np.ndarray:
     """Top-label temperature scaling: the confidence's log-odds divided by `temperature`.
     For a model whose plan distribution is not a softmax of its own (a mixture of routers)."""
-    p = np.clip(np.asarray(conf, np.float64), 1e-6, 1 - 1e-6)
-    return 1.0 / (1.0 + np.exp(-np.log(p / (1 - p)) / temperature))
+    return _sigmoid(_logit(np.asarray(conf, np.float64)) / temperature)
 
 
 def fit_confidence_temperature(conf: Sequence[float], correct: Sequence[bool]) -> float:
@@ -90,11 +98,6 @@ def fit_confidence_temperature(conf: Sequence[float], correct: Sequence[bool]) -
     c = np.asarray(correct, np.float64)
     losses = [_log_loss(scale_confidence(conf, t), c) for t in TEMPERATURES]
     return TEMPERATURES[int(np.argmin(losses))]
-
-
-def _logit(p: np.ndarray) -> np.ndarray:
-    q = np.clip(np.asarray(p, np.float64), 1e-6, 1 - 1e-6)
-    return np.log(q / (1 - q))
 
 
 def fit_logistic(
@@ -112,7 +115,7 @@ def fit_logistic(
     reg = np.full(z.shape[1], l2 * len(x))
     reg[-1] = 0.0
     for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-z @ w))
+        p = _sigmoid(z @ w)
         grad = z.T @ (p - t) + reg * w
         hess = (z * (p * (1 - p))[:, None]).T @ z + np.diag(reg) + 1e-9 * np.eye(len(w))
         step = np.linalg.solve(hess, grad)
@@ -219,7 +222,7 @@ class Calibration:
         if (self.slope, self.ood_weight, self.bias) == (1.0, 0.0, 0.0):
             return np.asarray(confidence, np.float64)
         z = self.slope * _logit(confidence) + self.ood_weight * np.asarray(unfamiliarity)
-        return 1.0 / (1.0 + np.exp(-(z + self.bias)))
+        return _sigmoid(z + self.bias)
 
     def decide(self, confidence: float, unfamiliarity: float) -> str | None:
         """None to route, else the reason to abstain."""
