@@ -74,6 +74,8 @@ def test_an_ensemble_gets_its_temperature(checkpoint: Path, tmp_path: Path) -> N
     assert "temperature" in out and ensemble_temperature(ens) == pytest.approx(
         float(out.split("temperature ")[1].split()[0]), abs=1e-3
     )
+    code, out = _run(str(ens), "--val", str(val), "--target", "0.9")  # not silently ignored
+    assert code == 2 and "--target" in out and "ensemble" in out
 
 
 def test_bad_input_gets_one_line(checkpoint: Path, tmp_path: Path) -> None:

@@ -104,8 +104,8 @@ def ensemble_router(routers: tuple[Path, ...], out: Path) -> None:
               help="Labelled validation requests (JSONL: request, plan); never the evaluation set.")  # fmt: skip
 @click.option("--train", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Labelled training requests, for the unfamiliarity model (single routers).")  # fmt: skip
-@click.option("--target", type=float, default=0.95, show_default=True,
-              help="Selective accuracy the abstain thresholds keep on validation.")  # fmt: skip
+@click.option("--target", type=float, default=None,
+              help="Selective accuracy the abstain thresholds keep on validation (0.95).")  # fmt: skip
 @click.option("--unfamiliarity-in-confidence", is_flag=True,
               help="Fit the confidence on log-odds and unfamiliarity together (docs/router.md).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -113,7 +113,7 @@ def calibrate_router(
     checkpoint: Path,
     validation: Path,
     train: Path | None,
-    target: float,
+    target: float | None,
     unfamiliarity_in_confidence: bool,
     as_json: bool,
 ) -> None:

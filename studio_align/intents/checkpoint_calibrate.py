@@ -35,18 +35,32 @@ def calibrate_checkpoint(
     validation: str | Path,
     *,
     train: str | Path | None = None,
-    target: float = 0.95,
+    target: float | None = None,
     unfamiliarity_in_confidence: bool = False,
     batch_size: int = 128,
 ) -> dict[str, Any]:
     """Fit and save the calibration of the router (or ensemble) at `checkpoint` on the
     labelled `validation` file; `train` (labelled training requests, the router's own
-    training file at best) fits the unfamiliarity model of a single router. Returns what
-    was fitted (JSON-ready)."""
-    if not 0.0 < target <= 1.0:
+    training file at best) fits the unfamiliarity model of a single router, `target`
+    (0.95 when None) its abstain thresholds. An ensemble gets a temperature only, so the
+    single-router options are refused for it rather than ignored. Returns what was fitted
+    (JSON-ready)."""
+    if target is not None and not 0.0 < target <= 1.0:
         raise ConfigError(f"--target: {target} is not in (0, 1]")
+    ensemble = is_ensemble(checkpoint)
+    options = {
+        "--train": train is not None,
+        "--target": target is not None,
+        "--unfamiliarity-in-confidence": unfamiliarity_in_confidence,
+    }
+    given = [name for name, on in options.items() if on]
+    if ensemble and given:
+        raise ConfigError(
+            f"{', '.join(given)}: {checkpoint} is an ensemble, calibrated by its temperature "
+            "only (no abstain thresholds)"
+        )
     val = _labelled(validation, "validation")
-    if is_ensemble(checkpoint):
+    if ensemble:
         ens = RouterEnsemble.load(checkpoint)
         t = ens.fit_temperature(val, batch_size=batch_size)
         save_temperature(checkpoint, t)
@@ -63,7 +77,7 @@ def calibrate_checkpoint(
         router,
         rows,
         val,
-        target=target,
+        target=0.95 if target is None else target,
         batch_size=batch_size,
         unfamiliarity_in_confidence=unfamiliarity_in_confidence,
     )
