@@ -36,9 +36,9 @@ from flax import nnx
 def _setup(vocab: int, seed: int) -> dict:
     from studio_align.catalog import default_catalog
     from studio_align.data.compile import compile_logs, read_records
-    from studio_align.intents.creators import demo_creator_data
-    from studio_align.intents.demo import write_jsonl
-    from studio_align.intents.format import build_tokenizer
+    from studio_align.router.creators import demo_creator_data
+    from studio_align.router.demo import write_jsonl
+    from studio_align.router.format import build_tokenizer
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-alg-"))
     data = demo_creator_data(seed=seed, n_train_creators=24, n_eval_creators=2)
@@ -52,9 +52,9 @@ def _setup(vocab: int, seed: int) -> dict:
 
 
 def bench_dpo(env: dict, *, steps: int, batch: int) -> dict:
-    from studio_align.intents.task import RouterTask
     from studio_align.models.config import ModelConfig
     from studio_align.models.transformer import Transformer
+    from studio_align.router.task import RouterTask
     from studio_align.tasks import StartingPoint
     from studio_align.training.batches import ArrayBatches
     from studio_align.training.dpo import DPOConfig, make_dpo_loss, reference_logps
@@ -103,10 +103,10 @@ def bench_dpo(env: dict, *, steps: int, batch: int) -> dict:
 
 
 def bench_grpo(env: dict, *, steps: int, prompts: int, group: int) -> dict:
-    from studio_align.intents.task import RouterTask
     from studio_align.models.config import ModelConfig
     from studio_align.models.transformer import Transformer
     from studio_align.plugins import get_host
+    from studio_align.router.task import RouterTask
     from studio_align.tasks import StartingPoint
     from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
     from studio_align.training.grpo_run import SamplingSection

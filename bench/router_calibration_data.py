@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from studio_align.intents import eval as packaged
-from studio_align.intents.calibration import fit_calibration
-from studio_align.intents.demo import read_examples
-from studio_align.intents.evaluate import evaluate_router
-from studio_align.intents.router import Router
+from studio_align.router import eval as packaged
+from studio_align.router.calibration import fit_calibration
+from studio_align.router.demo import read_examples
+from studio_align.router.evaluate import evaluate_router
+from studio_align.router.router import Router
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Router ensembles (`intents/ensemble.py`) against their members, on validation.
+"""Router ensembles (`router/ensemble.py`) against their members, on validation.
 
     python bench/router_ensemble.py CKPT [CKPT ...] [--eval] [--heldout-seed 1] [--json F]
 
@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from studio_align.intents import eval as packaged
-from studio_align.intents.demo import demo_splits, generate_examples, heldout_clause_examples
-from studio_align.intents.ensemble import RouterEnsemble
-from studio_align.intents.evaluate import evaluate_router_sets
-from studio_align.intents.router import Router
 from studio_align.quickstart.config import QuickstartConfig
+from studio_align.router import eval as packaged
+from studio_align.router.demo import demo_splits, generate_examples, heldout_clause_examples
+from studio_align.router.ensemble import RouterEnsemble
+from studio_align.router.evaluate import evaluate_router_sets
+from studio_align.router.router import Router
 
 CLAUSE_SEED = 9001  # as bench/router_colloquial.py
 

@@ -34,16 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.config import apply_overrides, validate
-from studio_align.intents import eval as packaged
-from studio_align.intents.creators import majority_plans
-from studio_align.intents.demo import heldout_clause_examples, read_examples
-from studio_align.intents.evaluate import evaluate_router
-from studio_align.intents.router import Router
 from studio_align.models.interpolate import interpolate_bundles
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.quickstart.data import prepare_data
 from studio_align.quickstart.stages import STAGES
+from studio_align.router import eval as packaged
+from studio_align.router.creators import majority_plans
+from studio_align.router.demo import heldout_clause_examples, read_examples
+from studio_align.router.evaluate import evaluate_router
+from studio_align.router.router import Router
 
 CLAUSE_SEED = 9001  # the held-out-clause validation split's seed (any seed: no eval overlap)
 

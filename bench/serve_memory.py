@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 from router_memory import creator_streams  # noqa: E402
 from serve import free_port, wait_healthy  # noqa: E402
 
-from studio_align.intents.router import Router  # noqa: E402
+from studio_align.router.router import Router  # noqa: E402
 
 
 def populate(src: Path, dst: Path, n_exemplars: int) -> tuple[int, list[dict]]:

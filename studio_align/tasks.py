@@ -3,7 +3,7 @@
 The engine (`training`, `generation`) knows no product. A *task* is the product side of a
 run: it turns records into what a generic trainer consumes, builds the model it trains
 (and the frozen reference), evaluates it, and saves what a product serves. The router
-(`intents`), the grading vertical and any third-party model are tasks; the trainers take
+(`router`), the grading vertical and any third-party model are tasks; the trainers take
 one, as optax takes a transformation, and never import it.
 
 Design choices:

@@ -23,11 +23,11 @@ import uvicorn
 from flax import nnx
 
 from studio_align.catalog import default_catalog
-from studio_align.intents.demo import generate_examples
-from studio_align.intents.format import build_tokenizer
-from studio_align.intents.router import save_router
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
+from studio_align.router.demo import generate_examples
+from studio_align.router.format import build_tokenizer
+from studio_align.router.router import save_router
 from studio_align.serving.app import ServeConfig, create_app
 from studio_align.serving.server import protocol_for
 

@@ -56,7 +56,7 @@ def test_a_plugin_registered_class_loads_and_is_refused_without_the_plugin(tmp_p
     np.testing.assert_array_equal(loaded.model.dense.kernel[...], model.dense.kernel[...])
     with pytest.raises(CheckpointError, match=r"config_class '.*TinyConfig' is not a registered"):
         load_model_bundle(tmp_path / "b", host=_host())
-    # the engine's decoder comes from the built-in intents plugin, through the same hook
+    # the engine's decoder comes from the built-in router plugin, through the same hook
     builtin = bundle_classes(_host())
     assert builtin[f"{Transformer.__module__}.Transformer"] is Transformer
     assert builtin[f"{ModelConfig.__module__}.ModelConfig"] is ModelConfig

@@ -40,7 +40,7 @@ class Env:
     """Shared fixture files; `tmp` holds scratch space for each case."""
 
     def __init__(self, base: Path) -> None:
-        from studio_align.intents.demo import generate_examples, write_jsonl
+        from studio_align.router.demo import generate_examples, write_jsonl
 
         self.base = base
         self.train = write_jsonl(base / "train.jsonl", generate_examples(24, seed=0))

@@ -34,7 +34,7 @@ def _common(ws: Path, run: str) -> list[str]:
 
 @pytest.mark.slow
 def test_train_dpo_cli_and_reference_cache(workspace: Path) -> None:
-    from studio_align.intents.router import Router
+    from studio_align.router.router import Router
 
     cache = workspace / "dpo_cache"
     args = ["train", "dpo", *_common(workspace, "dpo1"), "--set", f"dpo.cache_dir={cache}",

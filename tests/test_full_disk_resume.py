@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from studio_align.errors import CheckpointError
-from studio_align.intents.demo import generate_examples, write_jsonl
+from studio_align.router.demo import generate_examples, write_jsonl
 from studio_align.training.checkpoint import Checkpointer
 
 ROOT = Path(__file__).resolve().parents[1]

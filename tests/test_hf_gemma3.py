@@ -223,7 +223,7 @@ def test_legacy_config_spelling() -> None:
 
 def test_router_tokens_extend_vocab(hf_dir: Path) -> None:
     from studio_align.catalog import default_catalog
-    from studio_align.intents.format import encode_plan, special_tokens
+    from studio_align.router.format import encode_plan, special_tokens
 
     h = load_hf(hf_dir)
     tok = h.tokenizer

@@ -129,11 +129,11 @@ def test_merged_lora_round_trip(reference, tmp_path: Path) -> None:  # type: ign
 
 def test_saved_tokenizer_loads_in_transformers(tmp_path: Path) -> None:
     from studio_align.catalog import default_catalog
-    from studio_align.intents.format import special_tokens
     from studio_align.models.config import ModelConfig
     from studio_align.models.hf import add_special_tokens, extend_vocab
     from studio_align.models.tokenizer import Tokenizer
     from studio_align.models.transformer import Transformer
+    from studio_align.router.format import special_tokens
 
     tok = Tokenizer.train(["add music to my video", "把这张图做成视频"] * 10, vocab_size=300)
     add_special_tokens(tok, special_tokens(default_catalog()))

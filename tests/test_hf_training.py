@@ -15,13 +15,13 @@ import pytest
 from flax import nnx
 
 from studio_align.config import validate
-from studio_align.intents.demo import generate_examples, write_jsonl
-from studio_align.intents.format import normalize_text
 from studio_align.models.config import ModelConfig
 from studio_align.models.hf import describe_token, load_hf, save_hf
 from studio_align.models.safetensors_io import SafetensorsDir
 from studio_align.models.tokenizer import Tokenizer
 from studio_align.models.transformer import Transformer
+from studio_align.router.demo import generate_examples, write_jsonl
+from studio_align.router.format import normalize_text
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_describe_token() -> None:
 
 @pytest.mark.slow  # ~30 s of CPU: 60 LoRA steps
 def test_sft_from_hf_base_with_lora_then_export(base_dir: Path, tmp_path: Path) -> None:
-    from studio_align.intents.router import Router
+    from studio_align.router.router import Router
     from studio_align.training.sft import SFTConfig, train_sft
 
     train = write_jsonl(tmp_path / "train.jsonl", generate_examples(256, seed=0))

@@ -11,8 +11,8 @@ from safetensors.numpy import load_file, save_file
 from serving_helpers import make_router_checkpoint
 
 from studio_align.errors import CheckpointError
-from studio_align.intents.router import Router
 from studio_align.models.interpolate import interpolate_bundles
+from studio_align.router.router import Router
 
 
 def test_interpolation_is_exact_and_loads(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from studio_align.intents.router import Router
 from studio_align.quickstart import QuickstartConfig, run_quickstart
+from studio_align.router.router import Router
 
 TINY = QuickstartConfig(
     n_train=200, n_val=20, n_heldout=40, n_creators=6, n_eval_creators=2, vocab_size=400,

@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 
 from studio_align.catalog import Engine, default_catalog
 from studio_align.hookspecs import hookimpl
-from studio_align.intents.rewards import (
+from studio_align.plugins import PluginHost
+from studio_align.router.rewards import (
     intent_accuracy,
     lcs_length,
     ordered_step_f1,
     plan_validity,
 )
-from studio_align.plugins import PluginHost
 
 I2V, MUSIC, T2I, EDIT = (
     "wan.image_to_video",

@@ -15,13 +15,13 @@ from flax import nnx
 
 from studio_align.catalog import default_catalog
 from studio_align.generation import compiles, sampler
-from studio_align.intents import analysis
-from studio_align.intents.analysis import analyse
-from studio_align.intents.demo import generate_examples
-from studio_align.intents.format import MAX_TEXT_TOKENS, build_tokenizer, encode_prompt
-from studio_align.intents.router import Router
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
+from studio_align.router import analysis
+from studio_align.router.analysis import analyse
+from studio_align.router.demo import generate_examples
+from studio_align.router.format import MAX_TEXT_TOKENS, build_tokenizer, encode_prompt
+from studio_align.router.router import Router
 
 CAT = default_catalog()
 EXAMPLES = generate_examples(200, seed=0)

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_helpers import make_router_checkpoint
 
-from studio_align.intents.router import Router
+from studio_align.router.router import Router
 from studio_align.serving.app import ServeConfig, create_app
 
 REQ = {"text": "turn this photo into a short clip", "attachments": ["image"]}

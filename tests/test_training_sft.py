@@ -139,7 +139,7 @@ def test_bundle_round_trip(tmp_path: Path) -> None:
 
 
 def _write_demo(tmp_path: Path) -> tuple[Path, Path]:
-    from studio_align.intents.demo import generate_examples, write_jsonl
+    from studio_align.router.demo import generate_examples, write_jsonl
 
     train = write_jsonl(tmp_path / "train.jsonl", generate_examples(96, seed=0))
     held = write_jsonl(tmp_path / "heldout.jsonl", generate_examples(32, seed=1, split="heldout"))
@@ -182,7 +182,7 @@ keep = 1
 @pytest.mark.slow  # ~20 s on a busy 2-core VM; test_tiny_sft_run_lowers_the_loss keeps SFT in the default run
 def test_train_sft_on_routing_examples_writes_a_router_checkpoint(tmp_path: Path) -> None:
     from studio_align.config import load_config
-    from studio_align.intents.router import Router
+    from studio_align.router.router import Router
     from studio_align.training.sft import SFTConfig, train_sft
 
     train, held = _write_demo(tmp_path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from studio_align.intents.demo import demo_splits, write_jsonl
+from studio_align.router.demo import demo_splits, write_jsonl
 
 
 def main() -> None:

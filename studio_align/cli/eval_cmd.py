@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from studio_align.cli import main
-from studio_align.intents.checkpoint_eval import evaluate_checkpoint
 from studio_align.jsonsafe import json_safe
+from studio_align.router.checkpoint_eval import evaluate_checkpoint
 
 
 @main.group("eval")

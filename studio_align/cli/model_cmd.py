@@ -18,10 +18,10 @@ import click
 
 from studio_align.cli import main
 from studio_align.errors import CheckpointError
-from studio_align.intents.checkpoint_calibrate import calibrate_checkpoint
-from studio_align.intents.ensemble import save_ensemble
-from studio_align.intents.router import load_router_meta
 from studio_align.models.hf import export_hf, load_hf
+from studio_align.router.checkpoint_calibrate import calibrate_checkpoint
+from studio_align.router.ensemble import save_ensemble
+from studio_align.router.router import load_router_meta
 
 
 @main.group("model")

@@ -18,7 +18,7 @@ Design choices:
 - **A bundle never chooses code.** `bundle.json` names its model and config classes, but
   loading looks those names up in the plugin host's registry (`bundle_classes`: what
   plugins register through the `studio_align_register_bundle_classes` hook, the engine's
-  decoder LM by the built-in `intents` plugin); it never imports a module the file names. An unknown name is a `CheckpointError` that lists
+  decoder LM by the built-in `router` plugin); it never imports a module the file names. An unknown name is a `CheckpointError` that lists
   the registered ones, so a bundle from an untrusted source cannot run code on load.
 - Every way a bundle can be broken (unreadable or invalid JSON, a config that does not
   validate, a truncated or corrupt safetensors file) is a `CheckpointError` naming the
@@ -52,7 +52,7 @@ def qualname(cls: type) -> str:
 
 def bundle_classes(host: Any = None) -> dict[str, type]:
     """Name in `bundle.json` -> class: what plugins registered through
-    `studio_align_register_bundle_classes` (the built-in `intents` plugin registers the
+    `studio_align_register_bundle_classes` (the built-in `router` plugin registers the
     engine's decoder LM, `Transformer` and `ModelConfig`)."""
     return dict((host or get_host()).bundle_classes)
 

@@ -1,6 +1,6 @@
 """Plugins: the host (discovery, validated registration, hook calls).
 
-Built-in plugins live beside the product they adapt (`intents/plugin.py`,
+Built-in plugins live beside the product they adapt (`router/plugin.py`,
 `reward_models/plugin.py`, `verticals/grading/plugin.py`) plus the engine catalog here
 (`plugins/catalog.py`); all are declared as studio-align's own entry points in group
 `studio_align`, exactly as a third party declares its plugin, so the host never imports a

@@ -11,10 +11,10 @@ from typing import Any
 
 from studio_align.catalog import Catalog
 from studio_align.data.compile import compile_logs
-from studio_align.intents import eval as packaged
-from studio_align.intents.creators import demo_creator_data, majority_plans
-from studio_align.intents.demo import demo_splits, write_jsonl
 from studio_align.quickstart.config import QuickstartConfig
+from studio_align.router import eval as packaged
+from studio_align.router.creators import demo_creator_data, majority_plans
+from studio_align.router.demo import demo_splits, write_jsonl
 
 
 def prepare_data(out: Path, cfg: QuickstartConfig, catalog: Catalog) -> dict[str, Any]:

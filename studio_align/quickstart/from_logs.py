@@ -42,14 +42,14 @@ from studio_align.config import dump_toml
 from studio_align.data.compile import compile_logs
 from studio_align.data.paths import expand_log_paths
 from studio_align.errors import ConfigError, DataError
-from studio_align.intents import eval as packaged
-from studio_align.intents.creators import majority_plans
-from studio_align.intents.demo import read_examples
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import PipelineResult, RouterSettings, StageResult
 from studio_align.quickstart.pipeline import finish_run, run_stage
 from studio_align.quickstart.report import Log, write_pipeline_report
 from studio_align.quickstart.stages import stage_plan
+from studio_align.router import eval as packaged
+from studio_align.router.creators import majority_plans
+from studio_align.router.demo import read_examples
 from studio_align.training.progress import heartbeat
 
 # which compiled record each stage trains on (RouterTask.record_kinds)

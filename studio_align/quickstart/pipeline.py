@@ -17,7 +17,7 @@ Steps, numbered as printed (`[i/n]`), each leaving what a user would get by hand
 After every router stage the router is scored on the evaluation sets: *held-out*
 (labelled plans, phrasings never trained on: did SFT learn the task), *creators*
 (preferred plans of creators never seen in the logs: did tuning on logs move the router
-towards what creators want) and the hand-written sets shipped in `intents/eval/`
+towards what creators want) and the hand-written sets shipped in `router/eval/`
 (does it generalise beyond the generator at all).
 
 A stage that fails is reported (traceback in OUT/<stage>_error.txt) and the run goes on

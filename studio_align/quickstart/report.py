@@ -6,14 +6,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from studio_align.intents import eval as packaged
-from studio_align.intents.calibration import fit_calibration
-from studio_align.intents.evaluate import errors, evaluate_router_sets
-from studio_align.intents.report import write_report
-from studio_align.intents.router import Router
 from studio_align.quickstart.config import QuickstartConfig, RouterSettings, StageResult
 from studio_align.quickstart.flow import flow_report_parts
 from studio_align.quickstart.grading import grading_notes
+from studio_align.router import eval as packaged
+from studio_align.router.calibration import fit_calibration
+from studio_align.router.evaluate import errors, evaluate_router_sets
+from studio_align.router.report import write_report
+from studio_align.router.router import Router
 
 Log = Callable[[str], None]
 

@@ -39,8 +39,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from studio_align import __version__
 from studio_align.catalog import Catalog
 from studio_align.generation import compiles, sampler
-from studio_align.intents import analysis
-from studio_align.intents.router import Router
+from studio_align.router import analysis
+from studio_align.router.router import Router
 from studio_align.serving.batcher import DynamicBatcher
 from studio_align.serving.feedback import (
     DuplicateEventError,
@@ -83,7 +83,7 @@ __all__ = ["RouterLike", "ServeConfig", "batch_buckets", "create_app", "load_rou
 
 
 class RouterLike(Protocol):
-    """What the server needs of a router (`studio_align.intents.router.Router` is one)."""
+    """What the server needs of a router (`studio_align.router.router.Router` is one)."""
 
     version: str
     catalog: Catalog

@@ -1,6 +1,6 @@
 """Synthetic creator logs: valid events of all four types, for tests and benchmarks.
 
-Not the demo data (that tells a story about creators' tastes, see `intents/`); these are
+Not the demo data (that tells a story about creators' tastes, see `router/`); these are
 schema-valid events with random content: plans drawn from the catalog's grammar so they
 pass the reader's plan checks, images from a small pool of real tiny PNGs.
 """

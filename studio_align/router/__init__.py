@@ -1,0 +1,1 @@
+"""The intent router: request -> plan of engine calls."""

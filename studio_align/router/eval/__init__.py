@@ -1,0 +1,43 @@
+"""Hand-written routing sets shipped as package data, so an installed wheel evaluates them.
+
+- `handwritten_v1`: the first 50 hand-written requests (27 English, 23 Chinese), the same
+  file as `tests/data/handwritten_routing.jsonl`.
+- `handwritten_v2`: 228 requests (114 English, 114 Chinese) written before any tuning in
+  styles the demo generator does not produce; each row carries a `style` tag (`long`,
+  `terse`, `mixed`, `competitor`, `nickname`, `attach_text`, `typo`, `colloquial`).
+  An evaluation set: never used to choose a setting.
+- `handwritten_val`: 80 further hand-written requests (40 + 40) in the same styles, the
+  *validation* set on which calibration, abstention thresholds and settings are chosen.
+- `handwritten_val2`: 96 more validation requests (48 + 48), written in round 5 before the
+  colloquial-phrasing lever was built or tuned, weighted to how people actually type to a
+  creative tool (Chinese particles and verbs such as 帮我/整个/搞/弄/呗/吧, fragments,
+  run-on briefs, code-switching, typos, product names). Validation only, never training.
+
+Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
+under the default catalog and are valid for their attachments (a test checks it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from studio_align.errors import DataError
+from studio_align.router.demo import read_examples
+
+HERE = Path(__file__).resolve().parent
+SETS = ("handwritten_v1", "handwritten_v2", "handwritten_val", "handwritten_val2")
+VAL_SETS = ("handwritten_val", "handwritten_val2")
+EVAL_SETS = ("handwritten_v1", "handwritten_v2")
+
+
+def path(name: str) -> Path:
+    """The JSONL file of a packaged set."""
+    if name not in SETS:
+        raise DataError(f"unknown packaged routing set {name!r}; expected one of {list(SETS)}")
+    return HERE / f"{name}.jsonl"
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    """The labelled examples of a packaged set."""
+    return read_examples(path(name))

@@ -1,0 +1,397 @@
+"""The intent router: request -> plan of engine steps, with a confidence.
+
+`Router(model, tokenizer, catalog)` wraps the engine's decoder LM. `route(requests)`
+encodes each request as `<bos> text <att:...> <plan>` and decodes greedily under the
+catalog's plan grammar (`grammar.py`), so every plan it returns is valid for the
+request's attachments. The confidence of a plan is its probability under the
+*constrained* distribution: at each decoding step the logits are masked to the tokens
+the grammar allows and renormalised, and confidence = exp(sum of the chosen tokens'
+log-probs). Masking first is what makes confidences comparable with accuracy (mass the
+model puts on impossible plans is not counted against the plan it can actually emit).
+
+Decoding uses the engine's KV-cache `Sampler` with the grammar as an `FSMConstraint`;
+the sampler's per-token log-probs are those of the constrained, renormalised policy, so
+their sum is the plan's log-probability. `plan_logps` computes the same quantity by one
+scoring forward pass over prompt + plan (used by the `decode="full"` fallback, a few
+full forward passes without a cache, and by tests that check the two agree).
+
+Shapes are bucketed (the sampler rounds batches to powers of two and prompt lengths to
+quarter octaves), so routing a new batch of a seen bucket never recompiles; `warmup()`
+compiles every bucket a request can reach up front (`warm.py`). The sampler also returns
+each plan's step logits and `<plan>` state, so calibration and the exemplar memory
+(`decide.py`) add no second model pass.
+
+A router checkpoint is a model bundle directory (`studio_align.models.bundle`:
+model config, weights, `tokenizer.json`) plus `router.json` with the catalog and the
+grammar's `max_steps`; `Router.load(path)` reads both, `save_router` writes both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from studio_align.catalog import Catalog, Engine, default_catalog
+from studio_align.errors import CheckpointError
+from studio_align.generation.constraint import FSMConstraint
+from studio_align.generation.sampler import Sampler
+from studio_align.models.bundle import load_model_bundle, save_model_bundle
+from studio_align.models.hf import load_hf
+from studio_align.router.analysis import Analysis, from_decoding
+from studio_align.router.calibration import Calibration
+from studio_align.router.decide import RoutingDecisions
+from studio_align.router.format import (
+    check_tokenizer,
+    encode_prompt,
+    request_fields,
+)
+from studio_align.router.grammar import PlanGrammar, compile_grammar
+from studio_align.router.memory import ExemplarMemory
+from studio_align.router.warm import warm_router
+
+ROUTER_FILE = "router.json"
+
+
+def _bucket(n: int, minimum: int = 8) -> int:
+    b = minimum
+    while b < n:
+        b *= 2
+    return b
+
+
+# -- checkpoint metadata -----------------------------------------------------------------------
+
+
+def catalog_to_json(catalog: Catalog) -> list[dict[str, Any]]:
+    return [
+        {"name": e.name, "needs": sorted(e.needs), "makes": e.makes, "description": e.description}
+        for e in catalog.engines
+    ]
+
+
+def catalog_from_json(rows: Sequence[dict[str, Any]]) -> Catalog:
+    return Catalog(
+        [
+            Engine(r["name"], frozenset(r["needs"]), r.get("makes"), r.get("description", ""))
+            for r in rows
+        ]
+    )
+
+
+def save_router_meta(
+    path: str | Path, catalog: Catalog, *, max_steps: int = 3, **extra: Any
+) -> Path:
+    """Write `router.json` (catalog, max_steps, anything in `extra`) into a bundle dir."""
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    meta = {"format": 1, "max_steps": max_steps, "catalog": catalog_to_json(catalog), **extra}
+    (p / ROUTER_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
+    return p / ROUTER_FILE
+
+
+def load_router_meta(path: str | Path) -> dict[str, Any]:
+    f = Path(path) / ROUTER_FILE
+    if not f.exists() and (Path(path) / "ensemble.json").is_file():  # `ensemble.py`'s file
+        raise CheckpointError(
+            f"{path}: a router ensemble, not a single router checkpoint (use one of its members, "
+            "or `eval router`, which scores ensembles)"
+        )
+    if not f.exists():
+        raise CheckpointError(f"{path}: not a router checkpoint (no {ROUTER_FILE})")
+    try:
+        meta = json.loads(f.read_text(encoding="utf-8"))
+        meta["catalog_obj"] = catalog_from_json(meta["catalog"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{f}: invalid router metadata ({e})") from e
+    return meta
+
+
+def save_router(
+    path: str | Path,
+    model: Any,
+    tokenizer: Any,
+    catalog: Catalog,
+    *,
+    max_steps: int = 3,
+    **extra: Any,
+) -> Path:
+    """Save model + tokenizer as a bundle (training's `save_model_bundle`) plus `router.json`."""
+
+    save_model_bundle(path, model, tokenizer)
+    save_router_meta(path, catalog, max_steps=max_steps, **extra)
+    return Path(path)
+
+
+# -- scoring and decoding ----------------------------------------------------------------------
+
+
+def _states_along(grammar: PlanGrammar, init: int, ids: Sequence[int]) -> list[int]:
+    """FSM state before each completion token."""
+    out, s = [], init
+    for t in ids:
+        out.append(s)
+        s = int(grammar.next_state[s, t])
+    return out
+
+
+@jax.jit
+def _masked_sum_logps(logits: jax.Array, targets: jax.Array, allowed: jax.Array, w: jax.Array):
+    """Sum over positions of log softmax(logits masked to `allowed`)[target], weighted by w."""
+    masked = jnp.where(allowed, logits.astype(jnp.float32), -jnp.inf)
+    lse = jax.nn.logsumexp(masked, axis=-1)
+    picked = jnp.take_along_axis(masked, targets[..., None], axis=-1)[..., 0]
+    lp = jnp.where(w > 0, picked - lse, 0.0)
+    return jnp.sum(lp, axis=-1)
+
+
+class Router(RoutingDecisions):
+    """Route requests to plans with the engine LM under the catalog's plan grammar."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        catalog: Catalog | None = None,
+        *,
+        max_steps: int = 3,
+        decode: str = "auto",
+        version: str = "",
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.catalog = catalog or default_catalog()
+        check_tokenizer(tokenizer, self.catalog)
+        vocab = int(model.cfg.vocab_size)
+        if tokenizer.vocab_size > vocab:
+            raise CheckpointError(
+                f"tokenizer has {tokenizer.vocab_size} tokens, model only {vocab}"
+            )
+        self.grammar = compile_grammar(
+            self.catalog, tokenizer, vocab_size=vocab, max_steps=max_steps
+        )
+        self.max_steps = max_steps
+        self.version = version
+        self._allowed = jnp.asarray(self.grammar.allowed)
+        self._graphdef, self._state = nnx.split(model)
+        self._sampler: Any = None
+        self.decode = decode
+        if decode in ("auto", "sampler"):
+            try:
+                self._sampler = Sampler.for_tokenizer(model, tokenizer, snapshot=True)
+            except ImportError:
+                if decode == "sampler":
+                    raise
+        self.decode_used = "sampler" if self._sampler is not None else "full"
+        self._logits_fn = jax.jit(self._logits)
+        self._last_fn = jax.jit(self._last_logits)
+        self.calibration: Calibration | None = None  # fitted on validation (calibration.py)
+        self.memory: ExemplarMemory | None = None  # exemplars from feedback (memory.py)
+
+    # -- loading -------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path, **kwargs: Any) -> Router:
+        """Load a router checkpoint directory: a model bundle + `router.json`, or the same
+        exported to Hugging Face layout (`studio-align model export-hf`)."""
+
+        meta = load_router_meta(path)
+        d = Path(path)
+        model: Any
+        tok: Any
+        if not (d / "bundle.json").exists() and (d / "config.json").exists():
+            hf = load_hf(d)
+            model, tok = hf.model, hf.tokenizer
+        else:
+            bundle = load_model_bundle(path)
+            model, tok = bundle.model, bundle.tokenizer
+        version = kwargs.pop("version", None) or meta.get("version") or Path(path).name
+        router = cls(
+            model,
+            tok,
+            meta["catalog_obj"],
+            max_steps=int(meta["max_steps"]),
+            version=version,
+            **kwargs,
+        )
+        router.calibration = Calibration.load(path)
+        router.memory = ExemplarMemory.load(path)
+        return router
+
+    # -- core ----------------------------------------------------------------------------------
+
+    def _logits(self, state: Any, tokens: jax.Array, mask: jax.Array) -> jax.Array:
+        model = nnx.merge(self._graphdef, state)
+        return model(tokens, None, mask)
+
+    def _last_logits(
+        self, state: Any, tokens: jax.Array, mask: jax.Array, idx: jax.Array
+    ) -> jax.Array:
+        logits = self._logits(state, tokens, mask)
+        return logits[jnp.arange(tokens.shape[0]), idx]
+
+    def refresh(self) -> None:
+        """Re-read the model's weights (after training it in place)."""
+        self._graphdef, self._state = nnx.split(self.model)
+        if self._sampler is not None:
+            self._sampler = Sampler.for_tokenizer(self.model, self.tokenizer, snapshot=True)
+
+    def encode(self, requests: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
+        prompts = [encode_prompt(self.tokenizer, r) for r in requests]
+        inits = [self.grammar.init_state(request_fields(r)[1]) for r in requests]
+        return prompts, inits
+
+    def plan_logps(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        inits: Sequence[int],
+    ) -> np.ndarray:
+        """Sum of constrained, renormalised log-probs of each completion (plan ids + eos)."""
+        n = len(prompts)
+        seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
+        b, t = _bucket(n, 1), _bucket(max(len(s) for s in seqs), 16)
+        tokens = np.full((b, t), self.grammar.pad_id, np.int32)
+        mask = np.zeros((b, t), bool)
+        # position i of the logits predicts token i+1
+        targets = np.zeros((b, t), np.int32)
+        allowed_idx = np.full((b, t), self.grammar.done_state, np.int32)
+        w = np.zeros((b, t), np.float32)
+        for i, (p, c, s0) in enumerate(zip(prompts, completions, inits, strict=True)):
+            s = seqs[i]
+            tokens[i, : len(s)] = s
+            mask[i, : len(s)] = True
+            for k, (tok, st) in enumerate(zip(c, _states_along(self.grammar, s0, c), strict=True)):
+                pos = len(p) - 1 + k
+                targets[i, pos] = tok
+                allowed_idx[i, pos] = st
+                w[i, pos] = 1.0
+        logits = self._logits_fn(self._state, jnp.asarray(tokens), jnp.asarray(mask))
+        allowed = self._allowed[jnp.asarray(allowed_idx)]
+        out = _masked_sum_logps(logits, jnp.asarray(targets), allowed, jnp.asarray(w))
+        return np.asarray(out)[:n]
+
+    def _decode_full(self, prompts: list[list[int]], inits: list[int]) -> list[list[int]]:
+        """Greedy constrained decoding by full forward passes (plans are a few tokens)."""
+        n = len(prompts)
+        steps = self.max_steps + 1
+        b = _bucket(n, 1)
+        t = _bucket(max(len(p) for p in prompts) + steps, 16)
+        tokens = np.full((b, t), self.grammar.pad_id, np.int32)
+        lengths = np.ones(b, np.int32)
+        for i, p in enumerate(prompts):
+            tokens[i, : len(p)] = p
+            lengths[i] = len(p)
+        state = np.full(b, self.grammar.done_state, np.int32)
+        state[:n] = inits
+        outs: list[list[int]] = [[] for _ in range(n)]
+        for _ in range(steps):
+            mask = np.arange(t)[None, :] < lengths[:, None]
+            last = np.asarray(
+                self._last_fn(
+                    self._state, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(lengths - 1)
+                )
+            )
+            last = np.where(self.grammar.allowed[state], last, -np.inf)
+            nxt = last.argmax(-1).astype(np.int32)
+            for i in range(n):
+                if state[i] != self.grammar.done_state:
+                    outs[i].append(int(nxt[i]))
+            tokens[np.arange(b), np.minimum(lengths, t - 1)] = nxt
+            lengths = np.minimum(lengths + 1, t)
+            state = self.grammar.next_state[state, nxt]
+            if (state[:n] == self.grammar.done_state).all():
+                break
+        return outs
+
+    def _decode_sampler(
+        self, prompts: list[list[int]], inits: list[int]
+    ) -> tuple[list[list[int]], np.ndarray, Analysis]:
+        """Greedy constrained decoding with the KV-cache sampler; its log-probs are already
+        those of the constrained, renormalised distribution (see generation/sampler.py).
+        It also returns the step logits and `<plan>` states (`with_states`), so calibration
+        and memory cost no second pass: one program per bucket, whatever the caller."""
+        constraint = self._constraint(inits)
+        out = self._sampler.sample(
+            prompts,
+            max_new_tokens=self.max_steps + 1,
+            temperature=0.0,
+            constraint=constraint,
+            with_states=True,
+        )
+        toks, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
+        res = [[int(x) for x in toks[i, : int(lengths[i])]] for i in range(len(prompts))]
+        assert out.step_logits is not None and out.hidden is not None
+        an = from_decoding(self, res, inits, out.step_logits, out.hidden)
+        return res, np.asarray(out.logps).sum(axis=-1), an
+
+    def _constraint(self, inits: Sequence[int]) -> Any:
+
+        return FSMConstraint(
+            allowed=self.grammar.allowed,
+            next_state=self.grammar.next_state,
+            init_state=np.asarray(inits, np.int32),
+        )
+
+    def route_ids(
+        self, requests: Sequence[Any]
+    ) -> tuple[list[list[int]], list[list[int]], np.ndarray]:
+        """(prompt ids, completion ids incl. eos, plan log-probs) of greedy constrained decoding."""
+        prompts, inits = self.encode(requests)
+        comps, logps = self._route_prompts(prompts, inits)
+        return prompts, comps, logps
+
+    def _route_prompts(
+        self, prompts: list[list[int]], inits: list[int]
+    ) -> tuple[list[list[int]], np.ndarray]:
+        comps, logps, _ = self._decode(prompts, inits)
+        return comps, logps
+
+    def _decode(
+        self, prompts: list[list[int]], inits: list[int]
+    ) -> tuple[list[list[int]], np.ndarray, Analysis | None]:
+        """Plans, their log-probs and, from the sampler, their analysis (else None)."""
+        if self._sampler is not None:
+            return self._decode_sampler(prompts, inits)
+        comps = self._decode_full(prompts, inits)
+        return comps, self.plan_logps(prompts, comps, inits), None
+
+    def route(
+        self, requests: Sequence[Any], *, batch_size: int = 64
+    ) -> tuple[list[list[str]], list[float]]:
+        """Plans and confidences (probability of the decoded plan) for `requests`; with a
+        calibration or memory loaded, `decide`'s plans and calibrated confidences."""
+        if self.calibration is not None or self.memory is not None:
+            ds = self.decide(requests, batch_size=batch_size)
+            return [d["plan"] for d in ds], [d["confidence"] for d in ds]
+        return self.route_raw(requests, batch_size=batch_size)
+
+    def route_raw(
+        self, requests: Sequence[Any], *, batch_size: int = 64
+    ) -> tuple[list[list[str]], list[float]]:
+        """The model's own plans and uncalibrated confidences (no calibration, no memory)."""
+        plans: list[list[str]] = []
+        confs: list[float] = []
+        id_to_step = dict(zip(self.grammar.step_ids, self.catalog.names, strict=True))
+        for start in range(0, len(requests), batch_size):
+            chunk = list(requests[start : start + batch_size])
+            if not chunk:
+                continue
+            _, comps, logps = self.route_ids(chunk)
+            for req, c in zip(chunk, comps, strict=True):
+                if not self.grammar.accepts(c, request_fields(req)[1]):
+                    raise RuntimeError(f"decoder produced a plan outside the grammar: {c}")
+                plans.append([id_to_step[i] for i in c if i in id_to_step])
+            confs += [float(np.exp(x)) for x in logps]
+        return plans, confs
+
+    def warmup(self, batch_sizes: Sequence[int] = (1, 8, 64)) -> float:
+        """Compile every (batch, prompt-length) bucket a request can reach (`warm.py`);
+        returns seconds."""
+        return warm_router(self, batch_sizes)

@@ -1,0 +1,71 @@
+"""Warm-up of a router: compile every (batch, prompt-length) bucket a request can reach.
+
+A compile while serving stalls a whole batch for seconds (issue 14: one 6.5 s stall was
+the p99 at concurrency 8, a prompt of the sampler's 48-token bucket that warm-up, which
+assumed power-of-two buckets, never compiled). So the length buckets are computed from
+the decoder's own rounding function over every length a prompt can have, not listed.
+
+Design choices:
+- One prompt per bucket (its shortest length) at each batch size compiles the decoding
+  pass; with the KV-cache sampler that pass also returns the step logits and `<plan>`
+  state that calibration, unfamiliarity and the exemplar memory need, so there is no
+  second program per shape.
+- The full-pass fallback (`decode="full"`) scores decoded plans by a separate forward
+  pass over prompt + plan; it is compiled for every plan length (0 .. max_steps + 1), since
+  prompt + plan may cross into the next power-of-two bucket.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from studio_align.catalog import ATTACHMENT_KINDS
+from studio_align.generation.sampler import bucket_prompt
+from studio_align.router.analysis import _bucket, analyse
+from studio_align.router.format import BOS, MAX_TEXT_TOKENS, PAD, PLAN
+
+
+def prompt_buckets(router: Any) -> list[int]:
+    """One prompt length per compiled length bucket a request can reach, shortest first.
+
+    A prompt is at most `MAX_TEXT_TOKENS` text ids plus `<bos>`, one marker per
+    attachment kind and `<plan>`. The sampler rounds lengths to quarter-octave buckets
+    (`bucket_prompt`: 16, 32, 48, 64, 96, 128), the full pass to powers of two.
+    """
+    longest = MAX_TEXT_TOKENS + len(ATTACHMENT_KINDS) + 2
+    steps = router.max_steps + 1
+
+    def key(n: int) -> Any:
+        if router._sampler is not None:
+            return bucket_prompt(n)
+        return tuple(_bucket(n + j, 16) for j in range(steps + 1))
+
+    firsts: dict[Any, int] = {}
+    for n in range(2, longest + 1):
+        firsts.setdefault(key(n), n)
+    return sorted(firsts.values())
+
+
+def warm_scoring(router: Any, prompts: list[list[int]], inits: list[int]) -> None:
+    """Compile the full-pass fallback's scoring pass for these prompts (nothing to do with
+    the sampler, whose decoding pass returns what `decide` needs)."""
+    if router._sampler is not None:
+        return
+    step = int(router.grammar.step_ids[0])
+    for j in range(router.max_steps + 2):
+        analyse(router, prompts, [[step] * j] * len(prompts), inits)
+
+
+def warm_router(router: Any, batch_sizes: Sequence[int]) -> float:
+    """Compile every (batch, prompt-length) bucket for `batch_sizes`; returns seconds."""
+    t0 = time.perf_counter()
+    bos, plan, pad = (router.tokenizer.token_to_id(t) for t in (BOS, PLAN, PAD))
+    init = router.grammar.init_state(["image"])
+    for b in batch_sizes:
+        for n in prompt_buckets(router):
+            prompt = [bos, *([pad] * (n - 2)), plan]
+            router._route_prompts([prompt] * b, [init] * b)
+            warm_scoring(router, [prompt] * b, [init] * b)
+    return time.perf_counter() - t0
