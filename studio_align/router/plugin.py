@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from studio_align.hookspecs import hookimpl
+from studio_align.models.conditioned import ConditionedConfig, EncoderConditionedLM
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 from studio_align.router.rewards import intent_accuracy, plan_validity
@@ -33,3 +34,4 @@ def studio_align_register_tasks(register: Callable[..., None]) -> None:
 @hookimpl
 def studio_align_register_bundle_classes(register: Callable[..., None]) -> None:
     register(Transformer, ModelConfig)  # router checkpoints (and every token task's) are these
+    register(EncoderConditionedLM, ConditionedConfig)  # routers on a pretrained encoder
