@@ -414,12 +414,8 @@ def create_app(
                 memory = "ignored"  # the served router has no memory API
         return FeedbackResponse(id=event["id"], written=written, memory=memory)
 
-    @app.api_route(
-        "/healthz",
-        methods=["GET", "HEAD"],
-        response_model=HealthResponse,
-        responses={503: {"model": HealthResponse}},
-    )
+    @app.head("/healthz", include_in_schema=False)  # load balancers probe with HEAD
+    @app.get("/healthz", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
     async def healthz() -> JSONResponse:
         version = state.router.version if state.router is not None else None
         if state.degraded is not None:
