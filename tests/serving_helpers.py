@@ -25,11 +25,11 @@ from flax import nnx
 from studio_align.catalog import default_catalog
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
-from studio_align.router.demo import generate_examples
 from studio_align.router.format import build_tokenizer
 from studio_align.router.router import save_router
 from studio_align.serving.app import ServeConfig, create_app
 from studio_align.serving.server import protocol_for
+from studio_align.simulate.router.requests import generate_examples
 
 TOKEN = "s3cret-admin-token-0123"
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from studio_align.config import load_config
 from studio_align.quickstart.config import QuickstartConfig
+from studio_align.simulate.grading.platform import write_platform_demo
 from studio_align.training.progress import heartbeat
 from studio_align.verticals.grading.evaluate import evaluate_grading
-from studio_align.verticals.grading.platform_demo import write_platform_demo
 from studio_align.verticals.grading.run_config import GradingRunConfig
 from studio_align.verticals.grading.train import train_grading
 
