@@ -28,7 +28,9 @@ from studio_align.training.sft import SFTConfig, train_sft
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-TRAIN_COMMAND_MODULES: list[str] = ["train_pref_cmd", "train_reward_cmd", "train_router_cmd"]
+TRAIN_COMMAND_MODULES: list[str] = [
+    "train_pref_cmd", "train_reward_cmd", "train_router_cmd", "train_rl_cmd",
+]  # fmt: skip
 
 
 @main.group("train")
