@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+import click
+
+from studio_align.commands import echo_result, load_run_config, run_config_options
 from studio_align.training.distill import DistillRunConfig, train_distill
 from studio_align.training.ppo import PPORunConfig, train_ppo
 
@@ -17,7 +19,7 @@ def _rounded(d: dict[str, float]) -> dict[str, float]:
     return {k: round(float(v), 4) for k, v in d.items()}
 
 
-@train.command("ppo")
+@click.command("ppo")
 @run_config_options
 def ppo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """PPO with a value head and GAE, plugin rewards (`[rewards]`), KL-shaped rewards."""
@@ -42,7 +44,7 @@ def ppo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     )
 
 
-@train.command("distill")
+@click.command("distill")
 @run_config_options
 def distill(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Distil a teacher (`distill.teacher`: router checkpoint or ensemble dir) into a student."""
