@@ -44,7 +44,7 @@ def distill(ws: Path, run: str, **env: str) -> subprocess.CompletedProcess[str]:
         "run_dir": ws / run, "model.init_from": ws / "router", "data.dir": ws / "compiled",
         "distill.teacher": ws / "ens", "distill.on_policy_fraction": 0.5, "train.steps": 6,
         "train.batch_size": 8, "checkpoint.every": 3, "optim.learning_rate": 3e-3,
-        "train.progress": "false",
+        "train.progress": "false", "train.log_every": 1,
     }  # fmt: skip
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
     clean = ("STUDIO_ALIGN_PLUGINS", "KILL_AT_STEP")
