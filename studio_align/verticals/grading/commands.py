@@ -15,8 +15,9 @@ from studio_align.commands import echo_result, load_run_config, run_config_optio
 from studio_align.errors import DataError
 from studio_align.jsonsafe import json_safe
 from studio_align.verticals.grading.apply import grade_files
-from studio_align.verticals.grading.evaluate import creator_rows, evaluate_grading
+from studio_align.verticals.grading.evaluate import evaluate_grading
 from studio_align.verticals.grading.platform_demo import write_platform_demo
+from studio_align.verticals.grading.report import creator_rows
 from studio_align.verticals.grading.run_config import GradingRunConfig
 from studio_align.verticals.grading.train import train_grading
 
