@@ -162,7 +162,8 @@ def train_loop(
     as `source(step, model)` with the current (not yet donated) weights: on-policy data
     such as PPO's rollouts or a student's own samples, drawn on the host before the step.
     A source with `state_dict()` (JSON) has it saved in every checkpoint's record and
-    handed back to its `load_state_dict(state)` on resume (e.g. PPO's KL coefficient). `eval_fn(model) -> {name: float}` runs every
+    handed back to its `load_state_dict(state)` on resume (e.g. PPO's KL coefficient).
+    `eval_fn(model) -> {name: float}` runs every
     `train.eval_every` steps and at the end; its metrics are logged as `eval/<name>`.
 
     The model's arrays are donated to the jitted step and written back at the end, so
