@@ -40,7 +40,8 @@ class Env:
     """Shared fixture files; `tmp` holds scratch space for each case."""
 
     def __init__(self, base: Path) -> None:
-        from studio_align.router.demo import generate_examples, write_jsonl
+        from studio_align.router.data import write_jsonl
+        from studio_align.simulate.router.requests import generate_examples
 
         self.base = base
         self.train = write_jsonl(base / "train.jsonl", generate_examples(24, seed=0))
