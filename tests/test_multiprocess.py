@@ -71,7 +71,9 @@ def _max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
 
 # -- the train loop ------------------------------------------------------------------------------
 
-STEPS = ["--set", "train.steps=16"]  # one epoch of the worker's 256 examples, 16 a step
+# one epoch of the worker's 256 examples, 16 a step; weights split over all 8 devices, so
+# over both processes: what process 0 saves has to be gathered from its peer
+STEPS = ["--set", "train.steps=16", "--set", "mesh.data=1", "--set", "mesh.fsdp=8"]
 
 
 def _pair_worker(tmp: Path, *sets: str, **kw: Any) -> list[Proc]:
@@ -91,6 +93,7 @@ def test_two_processes_train_like_one_and_feed_every_record_once(tmp_path: Path)
     p0, p1 = (np.load(tmp_path / f"pair.{i}.npz") for i in range(2))
     assert int(p0["devices"]) == int(p1["devices"]) == int(one["devices"]) == 8
     assert int(p0["compiles"]) == 1
+    assert str(p0["s/l2/kernel"]) == "P('fsdp', None)"
     np.testing.assert_allclose(p0["losses"], one["losses"], **LOSS_TOL)
     for k, v in _params(one).items():  # both processes end with the same whole model
         np.testing.assert_allclose(p0[k], v, rtol=0, atol=PARAM_ATOL, err_msg=k)
