@@ -17,7 +17,8 @@ import numpy as np
 from pydantic import Field
 
 from studio_align.config import Strict
-from studio_align.rewards import RewardCallConfig, as_rewards, score_batch
+from studio_align.rewards import RewardCallConfig, as_rewards
+from studio_align.scoring import score_batch
 from studio_align.training.policy import Rollout
 
 RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
