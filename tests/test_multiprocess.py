@@ -248,7 +248,7 @@ def test_reward_model_two_processes_match_one(tmp_path: Path) -> None:
     )  # fmt: skip
     sets = {"logs": json.dumps([str(log)]), "heldout_fraction": 0.4,
             "encoder.name": "color-stats", "encoder.options": "{size = 20}",
-            "train.steps": 12, "train.log_every": 1, "gate.min_heldout_accuracy": 0.0,
+            "train.steps": 12, "gate.min_heldout_accuracy": 0.0,
             "progress": "false"}  # fmt: skip
     _compare_cli(tmp_path, ["train", "reward", *_sets(**sets)], out="out", weights="weights.npz")
 
