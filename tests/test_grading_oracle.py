@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from studio_align.verticals.grading.oracle import oracle_grade
-from studio_align.verticals.grading.platform_demo import demo_creators
+from studio_align.simulate.grading.oracle import oracle_grade
+from studio_align.simulate.grading.platform import demo_creators
 from studio_align.verticals.grading.renderer import N_PARAMS, render
-from studio_align.verticals.grading.scenes import make_scene
+from studio_align.simulate.grading.scenes import make_scene
 
 
 def test_oracle_beats_every_start_and_follows_the_taste():

@@ -12,7 +12,7 @@ What a platform user does by hand, in order, with the same functions the command
    groups, with the before/after grid per creator the quickstart report shows;
 4. the simulated creators' own view, which only a demo has: each creator's utility gap
    to their oracle grade, and how far apart their tastes are beside how far apart the
-   model's grades for them are (`verticals.grading.oracle`), added to the same report.
+   model's grades for them are (`simulate.grading.oracle`), added to the same report.
 
 The quickstart may not import `studio_align.cli` (a sibling layer), so it calls these
 library functions; the commands are thin wrappers over the same calls, so the files and
@@ -32,10 +32,10 @@ from typing import Any
 
 from studio_align.config import load_config
 from studio_align.quickstart.config import QuickstartConfig
+from studio_align.simulate.grading.oracle import taste_section
+from studio_align.simulate.grading.platform import demo_creators, write_platform_demo
 from studio_align.training.progress import heartbeat
 from studio_align.verticals.grading.evaluate import evaluate_grading, load_heldout
-from studio_align.verticals.grading.oracle import taste_section
-from studio_align.verticals.grading.platform_demo import demo_creators, write_platform_demo
 from studio_align.verticals.grading.run_config import GradingRunConfig
 from studio_align.verticals.grading.train import train_grading
 

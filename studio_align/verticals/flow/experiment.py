@@ -4,7 +4,7 @@ generator aligns, and the result is measured against each creator's hidden taste
 `run_seed` for one seed:
 1. the base model samples `k` candidates for `events_per_set` events of every training
    tag set (ODE, 20 steps); every simulated creator picks one per event, which writes
-   selection logs in the DESIGN.md format (`creators.selection_logs`);
+   selection logs in the docs/design.md format (`creators.selection_logs`);
 2. `reward_models.train.train_reward` fits a Bradley-Terry model with per-creator heads
    over the `flow-composition` encoder on those logs (creator/session split, gate);
 3. per creator, Flow-GRPO against the `aesthetic` reward (that model, the creator's head;
@@ -119,7 +119,7 @@ def taste_fd_ratio(prep: dict[str, Any], creator: str) -> float:
     return picked / first
 
 
-# the quickstart's guards: the validated defaults (docs/flow.md, "Guards", round 4)
+# the quickstart's guards: the validated defaults (docs/experiments/flow-guards-default-setting.md)
 QUICKSTART_GUARDS = GuardConfig()
 STOP_NOISE = 4242  # validation noise of the early-stopping check (evaluation uses 1234)
 

@@ -1,6 +1,7 @@
-"""The quickstart's data: demo requests, simulated creators' route logs, compiled records,
-and the evaluation sets (the generator's held-out phrasings, unseen creators' preferred
-plans, and the hand-written sets that ship with the package)."""
+"""The router's demo platform: labelled requests, simulated creators' route logs, the
+compiled records, and the evaluation sets (the generator's held-out phrasings, unseen
+creators' preferred plans, the hand-written sets that ship with the package, and each
+of those against the majority creator's preferred plan)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,38 @@ from typing import Any
 
 from studio_align.catalog import Catalog
 from studio_align.data.compile import compile_logs
-from studio_align.quickstart.config import QuickstartConfig
 from studio_align.router import eval as packaged
-from studio_align.router.creators import demo_creator_data, majority_plans
-from studio_align.router.demo import demo_splits, write_jsonl
+from studio_align.router.data import write_jsonl
+from studio_align.simulate.router.creators import demo_creator_data, majority_plans
+from studio_align.simulate.router.requests import demo_splits
 
 
-def prepare_data(out: Path, cfg: QuickstartConfig, catalog: Catalog) -> dict[str, Any]:
-    """Write the demo data and compile the creator logs; returns paths and eval sets."""
+def simulate_platform(
+    out: Path,
+    catalog: Catalog,
+    *,
+    seed: int,
+    n_train: int,
+    n_val: int,
+    n_heldout: int,
+    n_creators: int,
+    n_eval_creators: int,
+) -> dict[str, Any]:
+    """Write the demo data under `out/data` and compile the creator logs; returns the
+    splits, the compiled directory, the evaluation sets and the record counts."""
     d = out / "data"
-    n_train = cfg.n_train or cfg.sft_steps * cfg.batch_size
-    splits = demo_splits(seed=cfg.seed, n_train=n_train, n_val=cfg.n_val, n_heldout=cfg.n_heldout)
+    splits = demo_splits(seed=seed, n_train=n_train, n_val=n_val, n_heldout=n_heldout)
     for name, rows in splits.items():
         write_jsonl(d / f"{name}.jsonl", rows)
     creators = demo_creator_data(
-        seed=cfg.seed, n_train_creators=cfg.n_creators, n_eval_creators=cfg.n_eval_creators
+        seed=seed, n_train_creators=n_creators, n_eval_creators=n_eval_creators
     )
     logs = write_jsonl(d / "creator_logs.jsonl", creators["route_logs"])
     write_jsonl(d / "creators_eval.jsonl", creators["eval_preferred"])
     compiled = d / "compiled"
     if compiled.exists():
         shutil.rmtree(compiled)
-    result = compile_logs([logs], compiled, seed=cfg.seed, catalog=catalog, check_images=False)
+    result = compile_logs([logs], compiled, seed=seed, catalog=catalog, check_images=False)
     sets = {"heldout": splits["heldout"], "creators": creators["eval_preferred"]}
     sets["handwritten"] = packaged.load("handwritten_v1")
     sets["handwritten_v2"] = packaged.load("handwritten_v2")

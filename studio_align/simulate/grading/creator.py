@@ -9,7 +9,7 @@ not perfectly consistent with their own utility. That inconsistency is the ceili
 reward model can reach on the creator's held-out choices, and `consistency_ceiling`
 measures it.
 
-Logs are written in the DESIGN.md format (selection and retouch events, JSON Lines,
+Logs are written in the docs/design.md format (selection and retouch events, JSON Lines,
 image paths relative to the log file) with the images as PNG next to the log.
 """
 
@@ -25,8 +25,8 @@ import numpy as np
 from PIL import Image
 
 from studio_align.reward_models.color_stats import color_statistics
+from studio_align.simulate.grading.scenes import make_scene
 from studio_align.verticals.grading.renderer import N_PARAMS, render, vector_to_params
-from studio_align.verticals.grading.scenes import make_scene
 
 STYLE_REQUESTS = (
     "warm cinematic film look",

@@ -1,6 +1,6 @@
 """Colloquial rewriting: the demo generator's third voice, how people really type to a tool.
 
-Templates and styled requests (`demo_phrases`, `demo_styles`) are written the way a
+Templates and styled requests (`phrases`, `styles`) are written the way a
 careful writer phrases a request. People typing into a chat box do not: Chinese users
 swap the neutral verbs for colloquial ones (生成/制作/做 -> 整/搞/弄/来), drop the
 measure word's 一 (画一张 -> 画张), end with particles (呗/吧/啊/哈/～), ask rather than

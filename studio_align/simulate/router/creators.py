@@ -18,7 +18,7 @@ preferred plan is the evaluation target (`preferred_plan`).
 A deployed router proposes plans (the labelled gold plan, replaced by a random valid
 plan with a small probability), and each creator reacts: proposed == preferred is
 accepted (rarely abandoned); otherwise re-routed to the preferred plan, abandoned, or,
-rarely, accepted anyway. The result is DESIGN.md `route` events, JSON Lines, that
+rarely, accepted anyway. The result is docs/design.md `route` events, JSON Lines, that
 `studio_align.data` validates and compiles (re-routes -> DPO pairs, accepted and
 abandoned -> KTO samples, accepted/re-routed finals -> labelled examples).
 """
@@ -32,8 +32,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from studio_align.catalog import Catalog, default_catalog
-from studio_align.router.demo import LANGS, Split, make_example, render_request
-from studio_align.router.demo_phrases import EDIT, GRADE, I2V, INTENTS, MUSIC, V2V, Intent
+from studio_align.simulate.router.phrases import EDIT, GRADE, I2V, INTENTS, MUSIC, V2V, Intent
+from studio_align.simulate.router.requests import LANGS, Split, make_example, render_request
 
 VIDEO_AUDIO = ("video", "audio")
 
@@ -129,7 +129,7 @@ def simulate_route_logs(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(route events, preferred examples) for `creators`.
 
-    Route events are DESIGN.md `route` lines. Preferred examples are labelled routing
+    Route events are docs/design.md `route` lines. Preferred examples are labelled routing
     examples whose plan is the creator's own preferred plan, with `creator`, `session`
     and `gold_plan` (the labelled data's plan) alongside: the agreement evaluation set.
     """

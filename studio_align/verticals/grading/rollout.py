@@ -1,4 +1,4 @@
-"""GRPO for the grading policy, through the very GRPO trainer the router uses.
+"""The grading policy's rollouts, for the very GRPO trainer the router uses.
 
 `GradingRolloutPolicy` implements `studio_align.training.policy.Policy` for the
 continuous grading policy, so `studio_align.training.grpo.GRPOTrainer` (group
@@ -25,54 +25,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from pydantic import Field
 
-from studio_align.config import Strict
-from studio_align.errors import ConfigError
 from studio_align.reward_models.color_stats import color_features
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
-from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import Rollout
 from studio_align.verticals.grading.policy import GradingPolicy, request_features
 from studio_align.verticals.grading.renderer import N_PARAMS, render
-
-
-class GradingTuneConfig(Strict):
-    """`[tune]`: GRPO over grades; algorithm knobs map onto `training.grpo.GRPOConfig`."""
-
-    steps: int = Field(60, ge=1)
-    batch_sources: int = Field(16, ge=1)
-    group_size: int = Field(8, ge=2)
-    updates_per_rollout: int = Field(2, ge=1)
-    learning_rate: float = Field(1e-3, gt=0)
-    epsilon: float = Field(0.2, gt=0)
-    epsilon_high: float = Field(0.28, gt=0)
-    beta: float = Field(0.02, ge=0)
-    kl: str = "k3"
-    estimator: str = "grpo"
-    weights: dict[str, float] = Field(default_factory=lambda: {"aesthetic": 1.0, "identity": 1.0})
-    seed: int = 0
-
-    def grpo(self) -> GRPOConfig:
-        return GRPOConfig(
-            steps=self.steps,
-            prompts_per_step=self.batch_sources,
-            group_size=self.group_size,
-            mu=self.updates_per_rollout,
-            estimator=self.estimator,  # type: ignore[arg-type]
-            epsilon=self.epsilon,
-            epsilon_high=self.epsilon_high,
-            beta=self.beta,
-            kl=self.kl,  # type: ignore[arg-type]
-            aggregation="sequence-mean-token-mean",
-            dynamic_sampling=False,
-            seed=self.seed,
-        )
-
-    def optim(self) -> OptimConfig:
-        return OptimConfig.model_validate(
-            {"name": "adam", "learning_rate": self.learning_rate, "decay": "constant"}
-        )
 
 
 class GradingRolloutPolicy:
@@ -122,43 +79,3 @@ def _sampler(group_size: int) -> Any:
 
 def _sample(model: GradingPolicy, key: jax.Array, f: jax.Array, r: jax.Array, g: int) -> Any:
     return _sampler(g)(model, key, f, r)
-
-
-def tune_grading(
-    policy: GradingPolicy,
-    reference: GradingPolicy,
-    sources: np.ndarray,
-    requests: list[str],
-    cfg: GradingTuneConfig,
-    *,
-    rewards: Mapping[str, Any],
-    context: dict[str, Any] | None = None,
-    creator: str | None = None,
-    run_dir: str | None = None,
-) -> list[dict[str, float]]:
-    """Tune `policy` in place with GRPO on `sources` [N, S, S, 3]; returns per-step metrics.
-
-    `rewards` maps names to `Reward`s (usually `host.rewards`); only those named in
-    `cfg.weights` are used.
-    """
-    missing = sorted(set(cfg.weights) - set(rewards))
-    if missing:
-        raise ConfigError(
-            f"tune.weights: unknown reward(s) {missing}; registered: {sorted(rewards)}"
-        )
-    use = {k: rewards[k] for k in cfg.weights}
-    records = [
-        {"prompt": i, "sources": sources[i], "requests": requests[i], "creators": creator}
-        for i in range(len(sources))
-    ]
-    trainer = GRPOTrainer(
-        GradingRolloutPolicy(sources, requests, policy.request_dim),
-        policy,
-        records,
-        plugin_reward_fn(use, cfg.weights, context=context or {}),
-        cfg.grpo(),
-        cfg.optim(),
-        ref_model=reference if cfg.beta > 0 else None,
-        run_dir=run_dir,
-    )
-    return trainer.train().history

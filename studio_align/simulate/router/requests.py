@@ -1,8 +1,8 @@
 """Deterministic generator of labelled creative requests (the embedded demo data).
 
-Each example is a DESIGN.md labelled routing example,
+Each example is a docs/design.md labelled routing example,
 `{"request": {"text", "attachments"}, "plan": [...]}`, drawn from the intents of
-`demo_phrases.py`: about half Chinese and half English, single steps and the common
+`phrases.py`: about half Chinese and half English, single steps and the common
 2- and 3-step plans, with attachments where the plan needs them.
 
 Variation, so a router cannot pass by memorising strings:
@@ -22,18 +22,14 @@ function of the seed.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import string
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from studio_align.catalog import Catalog
-from studio_align.data.records import read_record_file
-from studio_align.router.demo_colloquial import colloquialize
-from studio_align.router.demo_phrases import (
+from studio_align.simulate.router.colloquial import colloquialize
+from studio_align.simulate.router.phrases import (
     CONNECTORS,
     FILLERS,
     FIRST_ATTACHMENTS,
@@ -48,26 +44,25 @@ from studio_align.router.demo_phrases import (
     ZH_TO_EN_WORDS,
     Intent,
 )
-from studio_align.router.demo_styles import BASE, WIDE, Lexicon, render_styled
+from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
 
 Split = Literal["train", "heldout"]
 LANGS = ("en", "zh")
-# Fraction of training requests written by `demo_styles` (0 = templates only, as before
-# issue 14). 0.4 against 0 on validation (hand-written + generator, 300 SFT steps): 0.850
-# vs 0.781 exact; no other value was tried (docs/router.md).
+# Fraction of training requests written by `styles` (0 = templates only). 0.4 against 0 on validation (hand-written + generator, 300 SFT steps): 0.850
+# vs 0.781 exact; no other value was tried.
 STYLED_PROB = 0.4
 STYLED_TYPO_PROB = 0.15
-# Fraction of training requests rewritten as chat-box text (`demo_colloquial`), drawn
+# Fraction of training requests rewritten as chat-box text (`colloquial`), drawn
 # from a separate random stream so the rest of the training data is unchanged. Off: 0.3
 # against 0 (quickstart SFT, seeds 0 and 1) scored 0.858 vs 0.861 exact on the 176
 # hand-written validation requests (handwritten_val + handwritten_val2), Chinese-only
-# 0.3 scored 0.839 (docs/router.md, round 5).
+# 0.3 scored 0.839 (docs/experiments/router-colloquial-kto-and-forgetting-levers.md).
 COLLOQUIAL_PROB = 0.0
 # Fraction of training requests replaced by a styled request from the wider lexicon
-# (`demo_lexicon_wide`: artefact, technique and use names), drawn from its own random
+# (`lexicon_wide`: artefact, technique and use names), drawn from its own random
 # stream like the colloquial lever. Off: 0.25 and 0.5 against 0 (quickstart SFT, paired
 # seeds) lost up to 2.3 and 2.8 points on the 176 hand-written validation requests
-# (docs/router.md, round 8).
+# (docs/experiments/router-weight-ema-wide-lexicon-seed-vote.md).
 WIDE_PROB = 0.0
 
 
@@ -174,7 +169,7 @@ def composable(intent: Intent) -> bool:
 
 
 def compose_template(intent: Intent, lang: str, rng: random.Random, split: Split) -> str:
-    """A template built clause by clause for the intent's plan (see demo_phrases)."""
+    """A template built clause by clause for the intent's plan (see phrases)."""
     first, *rest = intent.plan
     parts = [rng.choice(_pool(FIRST_CLAUSES[first][lang], split))]
     for step in rest:
@@ -254,11 +249,11 @@ def generate_examples(
     Training data mixes whole-sentence templates with clause-by-clause compositions
     (`compose_prob`, default 0.5), irrelevant filler phrases (`filler_prob`, 0.15) and
     word dropout (`dropout_prob`, 0.15), and styled requests (`styled_prob`, default
-    `STYLED_PROB`: `demo_styles.render_styled`, with typos at `STYLED_TYPO_PROB`);
+    `STYLED_PROB`: `styles.render_styled`, with typos at `STYLED_TYPO_PROB`);
     held-out data uses only the held-out whole-sentence templates and none of these
     unless asked. `colloquial_prob` (default `COLLOQUIAL_PROB` in training, 0 otherwise)
     rewrites that fraction of requests in `colloquial_langs` as chat-box text
-    (`demo_colloquial`). `wide_prob` (default `WIDE_PROB` in training, 0 otherwise)
+    (`colloquial`). `wide_prob` (default `WIDE_PROB` in training, 0 otherwise)
     replaces that fraction of requests by styled requests from the wider lexicon.
     """
     if wide_prob is None:
@@ -356,19 +351,3 @@ def demo_splits(
         "val": both[n_train:],
         "heldout": generate_examples(n_heldout, seed=seed + 1, split="heldout"),
     }
-
-
-def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return p
-
-
-def read_examples(path: str | Path, catalog: Catalog | None = None) -> list[dict[str, Any]]:
-    """Labelled routing examples from JSONL through the one validating record reader
-    (`data.records`): a bad line raises naming file and line; with `catalog`, plans are
-    checked against it."""
-    return read_record_file(path, "routing_examples", catalog=catalog)

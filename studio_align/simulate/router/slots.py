@@ -1,7 +1,7 @@
 """Slot fillers of the demo request generator (subjects, styles, moods, looks, ...).
 
-Pure data. `{name}` slots in the templates of `demo_phrases.py` and the phrases of
-`demo_lexicon.py` are filled from these per-language pools; the generator sometimes fills
+Pure data. `{name}` slots in the templates of `phrases.py` and the phrases of
+`lexicon.py` are filled from these per-language pools; the generator sometimes fills
 a slot from the other language's pool, which is how mixed-language requests arise.
 """
 

@@ -1,6 +1,6 @@
 """Phrasing data for the demo request generator: intents, templates and slot fillers.
 
-Pure data, kept apart from the generator's logic (`demo.py`). Each intent fixes a plan
+Pure data, kept apart from the generator's logic (`requests.py`). Each intent fixes a plan
 and the attachments its requests carry, and lists English and Chinese templates. The
 last `HELDOUT_PER_LANG` templates of each language are the held-out phrasings: the
 training split never uses them, so held-out accuracy measures generalisation to new
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from studio_align.router.demo_slots import SLOTS  # noqa: F401  (re-exported)
+from studio_align.simulate.router.slots import SLOTS  # noqa: F401  (re-exported)
 
 HELDOUT_PER_LANG = 2
 

@@ -1,6 +1,6 @@
 """A wider lexicon for styled requests: the names people give to what they want made.
 
-Pure data for `demo_styles.render_styled(lexicon=WIDE)`. `demo_lexicon.py` names each
+Pure data for `styles.render_styled(lexicon=WIDE)`. `lexicon.py` names each
 step mostly by its medium ("an image of", "a video of"); people more often name the
 *artefact* (a profile picture, a book cover, a cinemagraph, an audiobook line, a
 packshot), the *technique* (a time-lapse, a LUT, rotoscoping) or the *use* (a
@@ -8,14 +8,14 @@ livestream intro, a store listing). This adds such names per step and language, 
 same slot syntax (`{subject}`, `{att}`, `{line}`, ...), plus one-word requests, follow-up
 phrases and product names.
 
-Written from general knowledge of creative tools for round 8 of issue 14; its author had
-seen which hand-written validation requests the router missed, so validation figures for
-this lever are weaker evidence than usual (see docs/router.md, round 8).
+Written from general knowledge of creative tools by an author who had seen which
+hand-written validation requests the router missed, so validation figures for this lever
+are weaker evidence than usual (docs/experiments/router-weight-ema-wide-lexicon-seed-vote.md).
 """
 
 from __future__ import annotations
 
-from studio_align.router.demo_phrases import (
+from studio_align.simulate.router.phrases import (
     BOARD,
     EDIT,
     GRADE,

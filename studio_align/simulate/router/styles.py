@@ -1,4 +1,4 @@
-"""Styled requests: the demo generator's second voice, built step by step from `demo_lexicon`.
+"""Styled requests: the demo generator's second voice, built step by step from `lexicon`.
 
 `render_styled(intent, lang, rng)` writes a request for the intent's plan the way people
 write to a creative tool rather than the way templates do:
@@ -11,7 +11,7 @@ write to a creative tool rather than the way templates do:
 - *long*: a preamble about who is asking and why, and trailing details;
 - *code-switching*: Chinese requests with words switched to English, slots filled from
   the other language's pool;
-- casual casing; `demo.py` adds its typos and word dropout on top.
+- casual casing; `requests.py` adds its typos and word dropout on top.
 
 Probabilities are keyword arguments; everything is a pure function of `rng`. Styled
 requests are training data only: the generator's held-out split keeps its own held-out
@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 from typing import NamedTuple
 
-from studio_align.router.demo_lexicon import (
+from studio_align.simulate.router.lexicon import (
     ATT_REFS,
     BRAND_WRAPS,
     BRANDS,
@@ -36,15 +36,15 @@ from studio_align.router.demo_lexicon import (
     TERSE,
     THEN,
 )
-from studio_align.router.demo_lexicon_wide import (
+from studio_align.simulate.router.lexicon_wide import (
     EXTRA_BRANDS,
     EXTRA_FIRST,
     EXTRA_TERSE,
     EXTRA_THEN,
     Pools,
 )
-from studio_align.router.demo_phrases import GRADE, T2V, ZH_TO_EN_WORDS, Intent
-from studio_align.router.demo_slots import SLOTS
+from studio_align.simulate.router.phrases import GRADE, T2V, ZH_TO_EN_WORDS, Intent
+from studio_align.simulate.router.slots import SLOTS
 
 
 class Lexicon(NamedTuple):
@@ -62,7 +62,7 @@ def _wider(base: Pools, extra: Pools) -> Pools:
 
 
 BASE = Lexicon(FIRST, THEN, TERSE, BRANDS)
-# `demo_lexicon_wide`'s artefact, technique and use names added to every pool
+# `lexicon_wide`'s artefact, technique and use names added to every pool
 WIDE = Lexicon(
     _wider(FIRST, EXTRA_FIRST),
     _wider(THEN, EXTRA_THEN),
@@ -137,9 +137,9 @@ def render_styled(
     mix_prob: float = 0.12,
     lexicon: Lexicon = BASE,
 ) -> str:
-    """One styled request for `intent` in `lang` (see module docstring); `demo.py` adds
+    """One styled request for `intent` in `lang` (see module docstring); `requests.py` adds
     typos and dropout on top, as it does for template requests. `lexicon=WIDE` draws
-    from `demo_lexicon_wide`'s names too."""
+    from `lexicon_wide`'s names too."""
     if len(intent.plan) == 1 and rng.random() < terse_prob:
         text = rng.choice(lexicon.terse[intent.plan[0]][lang])
     else:

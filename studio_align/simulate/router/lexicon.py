@@ -1,6 +1,6 @@
 """A compositional lexicon for the demo generator: how people name each step, in two languages.
 
-Pure data for `demo_styles.py`. Where `demo_phrases.py` holds whole-sentence templates
+Pure data for `styles.py`. Where `phrases.py` holds whole-sentence templates
 per intent, this holds *parts*: per catalog step, the phrases that ask for it as the
 first step (`FIRST`, with `{att}` for the attached file where the step needs one) and as
 a later step acting on the previous result (`THEN`); one-word requests (`TERSE`); how
@@ -15,7 +15,7 @@ whole-sentence templates never produce.
 
 from __future__ import annotations
 
-from studio_align.router.demo_phrases import (
+from studio_align.simulate.router.phrases import (
     BOARD,
     EDIT,
     GRADE,
@@ -184,7 +184,7 @@ CONNECT: dict[str, tuple[str, ...]] = {
     "en": (", then ", " and ", " & ", ", and after that ", " + ", ". then ", ", also ", " -> ", " and then "),
     "zh": ("，然后", "，再", "，完了", "+", "，之后", "，顺便", "，最后", "，接着", "→"),
 }
-# Words a Chinese request switches to English (code-switching), beyond demo_phrases'.
+# Words a Chinese request switches to English (code-switching), beyond phrases'.
 CODE_SWITCH: dict[str, str] = {
     "图片": "pic", "照片": "photo", "视频": "video", "音乐": "music", "配音": "voice over", "产品图": "product shot",
     "滤镜": "filter", "风格": "style", "动起来": "animate", "海报": "poster", "调色": "grading", "片子": "clip",

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from studio_align.verticals.grading.creator import SimulatedCreator, Taste
+from studio_align.simulate.grading.creator import SimulatedCreator, Taste
+from studio_align.simulate.grading.scenes import make_scene
 from studio_align.verticals.grading.renderer import N_PARAMS, render, vector_to_params
-from studio_align.verticals.grading.scenes import make_scene
 
 THUMB = 64
 STYLES = (
