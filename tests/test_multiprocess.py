@@ -1,13 +1,15 @@
 """Two JAX processes on localhost, 4 CPU devices each (gloo collectives), as one 8-device
 mesh, against one process with 8 devices: the same losses and final parameters.
 
-Tolerance: `rtol=1e-5, atol=1e-6` on losses and metrics, `atol=1e-5` on parameters. The
+Tolerance: `rtol=1e-5, atol=1e-6` on losses and metrics, `rtol=1e-4, atol=1e-5` on
+parameters. The
 two runs compute the same float32 programme except for where partial sums meet: one
 process reduces the 8 devices' gradients inside XLA, two processes reduce 4 on each side
 and then across the pair through gloo, so the additions happen in another order and
 round differently (about 1e-7 relative per reduction). Adam divides by the root of the
-second moment, which carries such differences into the weights at the same relative
-size; over a few steps they stay far below the tolerance, and a real bug (a row fed
+second moment, which carries such differences into the weights, and more where a
+moment is near zero (the reward head, unclipped at a high rate, ends 1e-5 apart on
+weights of order one); a real bug (a row fed
 twice, a shard missing, a process on stale weights) moves losses at the first step by
 1e-2 or more.
 
@@ -38,7 +40,7 @@ WORKER = Path(__file__).with_name("_training_worker.py")
 KILL_PLUGIN = Path(__file__).with_name("plugins") / "kill_at_step.py"
 CLI = "from studio_align.cli import main; main()"
 LOSS_TOL = {"rtol": 1e-5, "atol": 1e-6}
-PARAM_ATOL = 1e-5
+PARAM_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
 def _ok(procs: list[Proc]) -> None:
@@ -96,7 +98,7 @@ def test_two_processes_train_like_one_and_feed_every_record_once(tmp_path: Path)
     assert str(p0["s/l2/kernel"]) == "P('fsdp', None)"
     np.testing.assert_allclose(p0["losses"], one["losses"], **LOSS_TOL)
     for k, v in _params(one).items():  # both processes end with the same whole model
-        np.testing.assert_allclose(p0[k], v, rtol=0, atol=PARAM_ATOL, err_msg=k)
+        np.testing.assert_allclose(p0[k], v, **PARAM_TOL, err_msg=k)
         np.testing.assert_array_equal(p1[k], p0[k], err_msg=k)
     # each process fed 8 of each step's 16 rows; over the epoch every record exactly once
     assert p0["rows"].shape == p1["rows"].shape == (16, 8)
@@ -187,7 +189,8 @@ def _compare_cli(
     load = _safetensors if weights.endswith(".safetensors") else lambda p: dict(np.load(p))
     w1, w2 = load(one_dir / weights), load(p0_dir / weights)
     diffs["params"] = _max_diff(w1, w2)
-    assert diffs["params"] <= PARAM_ATOL, diffs
+    for k in w1:
+        np.testing.assert_allclose(w2[k], w1[k], **PARAM_TOL, err_msg=k)
     # process 1 trained too, but wrote no metrics, model or report of its own
     assert not (tmp / "p1" / "metrics.jsonl").exists()
     assert not (p1_dir / weights).exists()
@@ -206,7 +209,8 @@ def _route(ws: Path, **kv: Any) -> list[str]:
 
 @pytest.mark.slow
 def test_sft_two_processes_match_one(tmp_path: Path) -> None:
-    from studio_align.router.demo import generate_examples, write_jsonl
+    from studio_align.router.data import write_jsonl
+    from studio_align.simulate.router.requests import generate_examples
 
     train = write_jsonl(tmp_path / "train.jsonl", generate_examples(96, seed=0))
     held = write_jsonl(tmp_path / "held.jsonl", generate_examples(32, seed=1, split="heldout"))
@@ -236,7 +240,7 @@ def test_grpo_two_processes_match_one(tmp_path: Path, route_ws: Path) -> None:
 
 @pytest.mark.slow
 def test_reward_model_two_processes_match_one(tmp_path: Path) -> None:
-    from studio_align.verticals.grading.creator import (
+    from studio_align.simulate.grading.creator import (
         WARM_TASTE,
         SimulatedCreator,
         write_creator_logs,
