@@ -6,8 +6,8 @@ import numpy as np
 
 from studio_align.simulate.grading.oracle import oracle_grade
 from studio_align.simulate.grading.platform import demo_creators
-from studio_align.verticals.grading.renderer import N_PARAMS, render
 from studio_align.simulate.grading.scenes import make_scene
+from studio_align.verticals.grading.renderer import N_PARAMS, render
 
 
 def test_oracle_beats_every_start_and_follows_the_taste():

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from studio_align.simulate.grading.platform import THUMB, StyledCreator
 from studio_align.verticals.contact_sheet import contact_sheet, save_sheet
 from studio_align.verticals.grading.color import mean_delta_e
 from studio_align.verticals.grading.evaluate import HeldOut, creator_spread
-from studio_align.simulate.grading.platform import THUMB, StyledCreator
 from studio_align.verticals.grading.renderer import N_PARAMS, render
 from studio_align.verticals.grading.report import display_image
 
