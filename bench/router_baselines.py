@@ -41,8 +41,8 @@ from studio_align.models.encoders.protocol import encode_texts
 from studio_align.models.encoders.use import load_use
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.router import eval as packaged
-from studio_align.router.demo import demo_splits
 from studio_align.router.evaluate import evaluate_routes
+from studio_align.simulate.router.requests import demo_splits
 
 CATALOG = default_catalog()
 EVAL = ("heldout", *packaged.EVAL_SETS)

@@ -21,9 +21,9 @@ from studio_align.catalog import default_catalog
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.quickstart.stages import stage_sft
 from studio_align.router import eval as packaged
-from studio_align.router.demo import demo_splits
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.router import Router
+from studio_align.simulate.router.requests import demo_splits
 
 
 def main(argv: list[str] | None = None) -> int:
