@@ -122,8 +122,9 @@ def flow_matching_loss(model: Any, batch: Mapping[str, Any]) -> tuple[Any, Mappi
     return rectified_flow_loss(v, batch["x0"], batch["noise"])
 
 
-def pretrain_flow(cfg: FlowPretrainConfig, *, model: FlowDiT | None = None) -> dict[str, Any]:
-    """Pretrain (or continue training `model`) and write `cfg.out/model.safetensors`."""
+def pretrain_flow(cfg: FlowPretrainConfig, *, model: Any = None) -> dict[str, Any]:
+    """Pretrain (or continue training `model`, any registered `FlowModel`; `[model]`
+    builds a `FlowDiT`) and write `cfg.out/model.safetensors`."""
     from flax import nnx
 
     maybe_initialize(cfg.distributed)  # before anything touches a device
