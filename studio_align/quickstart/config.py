@@ -25,6 +25,10 @@ class RouterSettings(Strict):
             "head_dim": 32, "d_ff": 512, "max_seq_len": 128,
         }
     )  # fmt: skip
+    # the router reads requests through this pretrained encoder (`models.conditioned`);
+    # None: the from-scratch decoder with a BPE tokenizer trained on the requests
+    encoder: Literal["use-multilingual-v3"] | None = None
+    train_encoder: bool = False  # fine-tune the encoder's layers too (default: frozen)
     batch_size: int = 32
     sft_steps: int = 800
     sft_lr: float = 1e-3

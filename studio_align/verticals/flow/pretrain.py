@@ -28,6 +28,7 @@ from studio_align.algorithms.flow import interpolate, rectified_flow_loss
 from studio_align.config import Strict
 from studio_align.errors import DataError
 from studio_align.models.flow import FlowConfig, FlowDiT, param_count
+from studio_align.training.distributed import is_main_process, maybe_initialize, replicated
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.verticals.flow.checkpoint import save_flow
 from studio_align.verticals.flow.data import encode, make_dataset, to_model_space
@@ -121,10 +122,12 @@ def flow_matching_loss(model: Any, batch: Mapping[str, Any]) -> tuple[Any, Mappi
     return rectified_flow_loss(v, batch["x0"], batch["noise"])
 
 
-def pretrain_flow(cfg: FlowPretrainConfig, *, model: FlowDiT | None = None) -> dict[str, Any]:
-    """Pretrain (or continue training `model`) and write `cfg.out/model.safetensors`."""
+def pretrain_flow(cfg: FlowPretrainConfig, *, model: Any = None) -> dict[str, Any]:
+    """Pretrain (or continue training `model`, any registered `FlowModel`; `[model]`
+    builds a `FlowDiT`) and write `cfg.out/model.safetensors`."""
     from flax import nnx
 
+    maybe_initialize(cfg.distributed)  # before anything touches a device
     t0 = time.perf_counter()
     images, verts, tags = load_data(cfg)
     model = model or FlowDiT(cfg.model.config(), rngs=nnx.Rngs(cfg.train.seed))
@@ -142,5 +145,6 @@ def pretrain_flow(cfg: FlowPretrainConfig, *, model: FlowDiT | None = None) -> d
         "params": param_count(model),
         "seconds": seconds,
     }
-    path = save_flow(model, cfg.out, meta)
+    nnx.update(model, replicated(nnx.state(model)))  # every process: a collective
+    path = save_flow(model, cfg.out, meta) if is_main_process() else Path(cfg.out)
     return {**meta, "path": str(path), "compiles": result.compiles}
