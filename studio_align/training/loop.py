@@ -126,7 +126,13 @@ def _packed(name: str, batch: HostBatch) -> bool:
     return any(name.startswith(k[: -len("segments")]) for k in batch if k.endswith("segments"))
 
 
-def _place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.sharding.Mesh) -> dict:
+def place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.sharding.Mesh) -> dict:
+    """One step's host batch as global arrays `[accum, micro, ...]` split over the batch axes.
+
+    Every process holds the same host batch; `jax.make_array_from_callback` copies to each
+    of this process's devices only the rows that device owns, so across processes every
+    row is fed exactly once (tested by counting rows in two processes).
+    """
     out = {}
     split = accum * batch_parallelism(mesh)
     for name, arr in batch.items():
@@ -233,7 +239,7 @@ def train_loop(
         host_batch = (
             source(step, nnx.merge(graphdef, params, rest)) if reads_model else source(step)
         )
-        batch = _place_batch(host_batch, tc.grad_accum, tc.batch_size, mesh)
+        batch = place_batch(host_batch, tc.grad_accum, tc.batch_size, mesh)
         if step == start:  # the first call compiles, which can outlast a heartbeat interval
             with progress.waiting("compiling the train step"):
                 params, rest, opt_state, metrics = jstep(params, rest, opt_state, batch)
