@@ -92,6 +92,8 @@ def read_split(task: Any, section: RecordsSection, algorithm: str, split: str) -
 
 def prepare_run_dir(cfg: Any) -> Path:
     """Create `cfg.run_dir` and record the resolved config there (main process only)."""
+    if cfg.run_dir is None:
+        raise ConfigError("run_dir: this run writes a model and needs a directory")
     run_dir = Path(cfg.run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"run_dir: {run_dir} exists and is not a directory")

@@ -1,7 +1,7 @@
 """GRPO for the grading policy, through the very GRPO trainer the router uses.
 
 `GradingRolloutPolicy` implements `studio_align.training.policy.Policy` for the
-continuous grading policy, so `studio_align.training.grpo.GRPOTrainer` (group
+continuous grading policy, so `studio_align.training.grpo.GRPOStep` (group
 rollouts, `algorithms.grpo.grpo_advantages`, the clipped `grpo_loss` with clip-higher
 and a KL penalty to the behaviour-cloned reference, several updates per rollout) runs it
 unchanged. The P grading parameters of one grade play the role of a completion's P
@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -30,7 +31,9 @@ from pydantic import Field
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.reward_models.color_stats import color_features
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
+from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import Rollout
 from studio_align.verticals.grading.policy import GradingPolicy, request_features
@@ -55,7 +58,6 @@ class GradingTuneConfig(Strict):
 
     def grpo(self) -> GRPOConfig:
         return GRPOConfig(
-            steps=self.steps,
             prompts_per_step=self.batch_sources,
             group_size=self.group_size,
             mu=self.updates_per_rollout,
@@ -66,7 +68,6 @@ class GradingTuneConfig(Strict):
             kl=self.kl,  # type: ignore[arg-type]
             aggregation="sequence-mean-token-mean",
             dynamic_sampling=False,
-            seed=self.seed,
         )
 
     def optim(self) -> OptimConfig:
@@ -151,14 +152,18 @@ def tune_grading(
         {"prompt": i, "sources": sources[i], "requests": requests[i], "creators": creator}
         for i in range(len(sources))
     ]
-    trainer = GRPOTrainer(
+    step = GRPOStep(
         GradingRolloutPolicy(sources, requests, policy.request_dim),
-        policy,
         records,
         plugin_reward_fn(use, cfg.weights, context=context or {}),
         cfg.grpo(),
-        cfg.optim(),
         ref_model=reference if cfg.beta > 0 else None,
-        run_dir=run_dir,
     )
-    return trainer.train().history
+    run = TrainRunConfig(
+        run_dir=None if run_dir is None else Path(run_dir),
+        train=TrainConfig(steps=cfg.steps, seed=cfg.seed, log_every=1, progress=False,
+                          metrics_hook=False),
+        optim=cfg.optim(),
+        checkpoint=CheckpointConfig(enabled=False),
+    )  # fmt: skip
+    return train_loop(policy, run, step, name="grpo").history
