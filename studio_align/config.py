@@ -36,9 +36,12 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class Strict(BaseModel):
-    """Base for config models: unknown keys are errors, assignments are validated."""
+    """Base for config models: unknown keys are errors, assignments are validated, and a
+    number must be finite (`inf` or `nan` as a learning rate or threshold is an error)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False
+    )
 
 
 def parse_value(text: str) -> Any:
@@ -47,6 +50,8 @@ def parse_value(text: str) -> Any:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        raise ConfigError(f"--set value {text[:40]!r}...: nested too deeply") from None
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
@@ -81,6 +86,10 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise ConfigError(f"{p}: config file not found") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not valid UTF-8 (byte {e.start}: {e.reason})") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: invalid TOML: arrays or tables nested too deeply") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: invalid TOML: {e}") from e
 

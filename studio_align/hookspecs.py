@@ -25,13 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pluggy
 
 if TYPE_CHECKING:
     import numpy as np
     from PIL import Image
+
+    from studio_align.commands import PluginCommands
 
 PROJECT = "studio_align"
 HOOK_PREFIX = "studio_align_"
@@ -57,10 +59,11 @@ class Encoder(Protocol):
 
 @dataclass(frozen=True)
 class EncoderSpec:
-    """A named encoder factory: `factory(**options) -> Encoder`."""
+    """A named encoder factory: `factory(**options) -> Encoder`, or its `"module:attribute"`
+    reference (imported when the first encoder is made)."""
 
     name: str
-    factory: Callable[..., Encoder]
+    factory: Callable[..., Encoder] | str
     description: str = ""
     plugin: str | None = None
 
@@ -68,6 +71,9 @@ class EncoderSpec:
 @hookspec
 def studio_align_register_rewards(register: Callable[..., None]) -> None:
     """Register reward functions: `register(fn_or_Reward, name=None, description=None)`.
+
+    `fn` may be a `"module:function"` reference, imported when the reward is first
+    looked up (its name defaults to the function's).
 
     A reward takes keyword arguments named after batch columns (`requests`, `plans`,
     `gold_plans`, `images`, `prompts`, `creators`, ...) and returns one float or `None`
@@ -86,8 +92,14 @@ def studio_align_register_engines(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def studio_align_register_commands(cli: Any) -> None:
-    """Add click commands to the `studio-align` command line: `@cli.command()` etc."""
+def studio_align_register_commands(cli: PluginCommands) -> None:
+    """Add commands to the `studio-align` command line.
+
+    `@cli.command()`/`@cli.group()` add a top-level click command;
+    `cli.lazy("train NAME", "module:command", "help line")` adds one at the top or under
+    a core group (`train`, `eval`, `data`, `model`, `serve`), imported only when it runs
+    (see `studio_align.commands`).
+    """
 
 
 @hookspec

@@ -6,6 +6,7 @@ router (`live_server`: no compile, so a fuzz or slow-client test starts in a sec
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -19,16 +20,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import uvicorn
 from flax import nnx
 
 from studio_align.catalog import default_catalog
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
+from studio_align.router.decide import RoutingDecisions
 from studio_align.router.demo import generate_examples
 from studio_align.router.format import build_tokenizer
 from studio_align.router.router import save_router
 from studio_align.serving.app import ServeConfig, create_app
+from studio_align.serving.auth import signed_headers
 from studio_align.serving.server import protocol_for
 
 TOKEN = "s3cret-admin-token-0123"
@@ -144,3 +148,70 @@ def live_server(
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+# -- a router with the real memory logic (decide.py) over a fake model ----------------------------
+
+
+class MemoryRouter(RoutingDecisions):
+    """`Router.decide` / `remember` / `plan_allowed` as served, over a fake model: the plan
+    is `ideogram.text_to_image` (or `wan.image_to_video` with an image) at confidence
+    `confidence`, the embedding a hashed bag of words (the same words: the same vector)."""
+
+    def __init__(self, version: str, *, confidence: float = 0.6, calibration: Any = None):
+        self.version = version
+        self.catalog = default_catalog()
+        self.max_steps = 3
+        self.memory: Any = None
+        self.calibration = calibration
+        self.confidence = confidence
+        self.embedded = 0
+
+    def warmup(self, sizes: list[int]) -> None:
+        pass
+
+    def route(self, reqs: list[dict[str, Any]]) -> tuple[list[list[str]], list[float]]:
+        ds = self.model_decisions(reqs)[0]
+        return [d["plan"] for d in ds], [d["confidence"] for d in ds]
+
+    def embed(self, requests: Any, *, batch_size: int = 64, pad_to: int = 1) -> np.ndarray:
+        self.embedded += len(requests)
+        out = np.zeros((len(requests), 64), np.float32)
+        for i, r in enumerate(requests):
+            for w in r["text"].lower().split():
+                out[i, int(hashlib.sha256(w.encode()).hexdigest(), 16) % 64] += 1.0
+        return out + 1e-3
+
+    def model_decisions(self, chunk: Any) -> tuple[list[dict[str, Any]], np.ndarray]:
+        ds = []
+        for r in chunk:
+            plan = (
+                ["wan.image_to_video"]
+                if "image" in r["attachments"]
+                else ["ideogram.text_to_image"]
+            )
+            ds.append({"plan": plan, "confidence": self.confidence, "model_plan": plan,
+                       "model_confidence": self.confidence, "unfamiliarity": 0.0,
+                       "source": "model", "memory_similarity": None})  # fmt: skip
+        return ds, self.embed(chunk)
+
+
+def memory_loader(path: str) -> MemoryRouter:
+    return MemoryRouter(Path(path).name)
+
+
+PLATFORM, PLATFORM_KEY = "acme", "acme-platform-key-0123456789abcdef"
+OTHER, OTHER_KEY = "rival", "rival-platform-key-0123456789abcdef"
+
+
+def write_keys(path: Path, **keys: str) -> Path:
+    path.write_text("[platforms]\n" + "".join(f'{k} = "{v}"\n' for k, v in keys.items()))
+    return path
+
+
+def signed_post(client: Any, path: str, body: Any, platform: str = PLATFORM,
+                key: str = PLATFORM_KEY) -> Any:  # fmt: skip
+    """POST `body` as JSON signed by `platform`'s backend (the real scheme, auth.py)."""
+    raw = json.dumps(body).encode()
+    headers = signed_headers(platform, key.encode(), "POST", path, raw)
+    return client.post(path, content=raw, headers={**headers, "Content-Type": "application/json"})

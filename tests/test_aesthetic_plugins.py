@@ -7,11 +7,11 @@ import pytest
 from flax import nnx
 
 from studio_align.errors import RewardError
-from studio_align.plugins import score_batch
-from studio_align.reward_models import plugin as aest
+from studio_align.reward_models import rewards as aest
 from studio_align.reward_models.color_stats import FEATURE_DIM, ColorStatsEncoder
 from studio_align.reward_models.preference import PreferenceModel
 from studio_align.reward_models.scorer import AestheticScorer
+from studio_align.scoring import score_batch
 from studio_align.verticals.grading.renderer import params_to_vector, render
 from studio_align.verticals.grading.scenes import make_scenes
 

@@ -9,6 +9,7 @@ from flow_helpers import tiny_model
 from studio_align.data.reader import LogReader
 from studio_align.errors import CheckpointError, ConfigError
 from studio_align.plugins import PluginHost
+from studio_align.scoring import score_registered
 from studio_align.tasks import Task
 from studio_align.verticals.flow.checkpoint import load_flow, save_flow
 from studio_align.verticals.flow.creators import CREATORS, composition_stats, selection_logs
@@ -31,7 +32,7 @@ def test_plugin_registers_task_encoder_and_reward(host):
     enc = host.encoders["flow-composition"].factory()
     imgs = make_dataset(4, seed=1)[0]
     assert enc.encode_images(list(imgs)).shape == (4, enc.dim)
-    out = host.score_batch({"flow_diversity": 1.0},
+    out = score_registered(host, {"flow_diversity": 1.0},
                            {"images": list(imgs / 255.0), "groups": [0, 0, 1, 1]})  # fmt: skip
     assert out.total.shape == (4,) and np.all(out.total > 0)
 

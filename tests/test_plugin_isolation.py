@@ -14,7 +14,8 @@ import pytest
 
 from studio_align.errors import CheckpointError, PluginError, RewardError
 from studio_align.plugins import PluginHost
-from studio_align.rewards import Reward, score_batch
+from studio_align.rewards import Reward
+from studio_align.scoring import score_batch
 from studio_align.training.checkpoint import Checkpointer
 
 # -- 8. checkpoint fallback ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from studio_align.catalog import DEFAULT_ENGINES, Engine
 from studio_align.errors import ConfigError, PluginError
 from studio_align.hookspecs import EncoderSpec, hookimpl
 from studio_align.plugins import PluginHost, Reward, get_host, set_host, using_host
+from studio_align.scoring import score_registered
 
 
 def write_plugin(tmp_path, name: str, body: str):
@@ -40,6 +41,7 @@ def test_builtins_register_through_hooks(host):
     assert routing.origin == "builtin"
     assert routing.hooks == [
         "studio_align_register_bundle_classes",
+        "studio_align_register_commands",
         "studio_align_register_rewards",
         "studio_align_register_tasks",
     ]
@@ -332,7 +334,7 @@ def test_commands_hook_collects_and_rejects_duplicates():
 
 def test_score_batch_unknown_reward_is_named(host):
     with pytest.raises(ConfigError, match=r"unknown reward\(s\) 'nope'.*intent_accuracy"):
-        host.score_batch({"nope": 1.0}, {"plans": [[]]})
+        score_registered(host, {"nope": 1.0}, {"plans": [[]]})
 
 
 def test_default_host_is_cached_and_swappable():

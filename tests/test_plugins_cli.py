@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from studio_align.cli import COMMAND_MODULES, _register_subcommands, main
-from studio_align.errors import PluginError
+from studio_align.cli import CORE_COMMANDS, CORE_SUBCOMMANDS, main
 from studio_align.plugins import get_host, set_host
 
 HELLO = """
@@ -62,6 +61,7 @@ def test_plugins_list_shows_builtins(runner):
     assert routing["origin"] == "builtin"
     assert routing["hooks"] == [
         "studio_align_register_bundle_classes",
+        "studio_align_register_commands",
         "studio_align_register_rewards",
         "studio_align_register_tasks",
     ]
@@ -170,30 +170,99 @@ def test_invocation_host_is_not_left_behind(runner, hello_file):
         set_host(previous)
 
 
-def test_register_subcommands_skips_absent_modules_and_raises_real_errors(tmp_path, monkeypatch):
-    pkg = tmp_path / "fakecli_pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("", encoding="utf-8")
-    (pkg / "ok_cmd.py").write_text(
-        "import click\n@click.command('ok')\ndef ok():\n    click.echo('ok!')\n", encoding="utf-8"
-    )
-    (pkg / "broken_cmd.py").write_text(
-        "import a_dependency_that_is_missing_xyz\n", encoding="utf-8"
-    )
-    (pkg / "nocommand_cmd.py").write_text("X = 1\n", encoding="utf-8")
+LAZY = """
+def studio_align_register_commands(cli):
+    cli.lazy("train hello", "sa_lazy_cmds:hello", "Say hello under train.")
+    cli.lazy("wave", "sa_lazy_cmds:hello", "Wave (top level).")
+"""
+
+LAZY_TARGET = """
+import click
+
+@click.command("hello")
+def hello():
+    click.echo("hello from train")
+"""
+
+
+@pytest.fixture
+def lazy_plugin(tmp_path, monkeypatch):
+    (tmp_path / "sa_lazy_cmds.py").write_text(LAZY_TARGET, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    group = click.Group("test")
-    _register_subcommands(group, package="fakecli_pkg", modules=["absent_cmd", "ok_cmd"])
-    assert list(group.commands) == ["ok"]
-    with pytest.raises(ModuleNotFoundError, match="a_dependency_that_is_missing_xyz"):
-        _register_subcommands(group, package="fakecli_pkg", modules=["broken_cmd"])
-    with pytest.raises(RuntimeError, match=r"fakecli_pkg\.nocommand_cmd defines no command"):
-        _register_subcommands(group, package="fakecli_pkg", modules=["nocommand_cmd"])
-    for m in [m for m in sys.modules if m.startswith("fakecli_pkg")]:
-        del sys.modules[m]
+    p = tmp_path / "lazy_plugin.py"
+    p.write_text(LAZY, encoding="utf-8")
+    yield p
+    sys.modules.pop("sa_lazy_cmds", None)
 
 
-def test_command_module_list_includes_plugins_cmd():
-    assert COMMAND_MODULES[0] == "plugins_cmd"
-    assert "plugins" in main.commands
-    assert issubclass(PluginError, Exception)
+def test_lazy_plugin_commands_load_only_when_run(runner, lazy_plugin):
+    helped = runner.invoke(main, ["--plugin", str(lazy_plugin), "train", "--help"])
+    assert helped.exit_code == 0, helped.output
+    assert "hello" in helped.output and "Say hello under train." in helped.output
+    assert "sa_lazy_cmds" not in sys.modules  # listed from its help line, not imported
+    ran = runner.invoke(main, ["--plugin", str(lazy_plugin), "train", "hello"])
+    assert ran.exit_code == 0 and ran.output == "hello from train\n"
+    assert (
+        runner.invoke(main, ["--plugin", str(lazy_plugin), "wave"]).output == "hello from train\n"
+    )
+    info = plugins_json(runner, "--plugin", str(lazy_plugin))["lazy_plugin"]
+    assert info["commands"] == ["train hello", "wave"]
+    # another invocation without the plugin does not see its commands
+    assert "hello" not in runner.invoke(main, ["train", "--help"]).output
+
+
+def test_lazy_command_errors_name_the_plugin(runner, tmp_path):
+    bad = tmp_path / "bad_group.py"
+    bad.write_text(
+        "def studio_align_register_commands(cli):\n    cli.lazy('nogroup thing', 'x:y', 'help')\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(main, ["--plugin", str(bad), "--help"])
+    assert result.exit_code == 2
+    assert "plugin 'bad_group': command 'nogroup thing': no core group 'nogroup'" in result.stderr
+    clash = tmp_path / "clash_lazy.py"
+    clash.write_text(
+        "def studio_align_register_commands(cli):\n    cli.lazy('train sft', 'x:y', 'help')\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(main, ["--plugin", str(clash), "train", "--help"])
+    assert result.exit_code == 2
+    assert "'train sft' (plugin clash_lazy) clash with built-in commands" in result.stderr
+    missing = tmp_path / "missing_target.py"
+    missing.write_text(
+        "def studio_align_register_commands(cli):\n"
+        "    cli.lazy('train gone', 'sa_no_such_module_xyz:cmd', 'help')\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(main, ["--plugin", str(missing), "train", "gone"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: command 'gone' (plugin 'missing_target'): cannot load")
+
+
+def test_core_commands_and_product_commands(runner):
+    assert {"data", "plugins", "config", "serve", "autotune", "model", "train", "eval"} <= {
+        *CORE_COMMANDS,
+        *CORE_SUBCOMMANDS,
+    }
+    helped = runner.invoke(main, ["--help"])
+    assert helped.exit_code == 0
+    for name in ("grade", "generate", "train", "eval", "plugins"):
+        assert f"  {name} " in helped.output
+    evals = runner.invoke(main, ["eval", "--help"]).output
+    assert all(f"  {p} " in evals for p in ("router", "grading", "flow"))  # from product plugins
+
+
+def test_help_imports_no_jax():
+    code = (
+        "import sys\n"
+        "from studio_align.cli import main\n"
+        "for args in (['--help'], ['plugins', 'list'], ['train', '--help']):\n"
+        "    try:\n"
+        "        main(args)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, (args, e.code)\n"
+        "heavy = [m for m in ('jax', 'flax', 'optax', 'torch') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

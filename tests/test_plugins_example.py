@@ -91,8 +91,9 @@ def test_python_dash_m_entry(site):
 SCORE = """
 import json
 from studio_align.plugins import get_host
+from studio_align.scoring import score_registered
 host = get_host()
-scores = host.score_batch(
+scores = score_registered(host,
     {"brand_safety": 2.0, "intent_accuracy": 1.0},
     {
         "prompts": ["rainy neon street", "a knockoff bag, NSFW edit", None, None],

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from studio_align.errors import ConfigError, RewardError
-from studio_align.rewards import Reward, as_rewards, resolve_weights, score_batch, score_batch_async
+from studio_align.rewards import Reward, as_rewards, resolve_weights
+from studio_align.scoring import score_batch, score_batch_async
 
 COLUMNS = {
     "plans": [["a"], ["b"], ["c"]],

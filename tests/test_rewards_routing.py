@@ -16,6 +16,7 @@ from studio_align.router.rewards import (
     ordered_step_f1,
     plan_validity,
 )
+from studio_align.scoring import score_registered
 
 I2V, MUSIC, T2I, EDIT = (
     "wan.image_to_video",
@@ -89,7 +90,7 @@ def test_routing_rewards_through_host_use_plugin_engines():
         "gold_plans": [["mesh.image_to_3d"], [I2V], [I2V, MUSIC]],
         "requests": [{"attachments": ["image"]}, {"attachments": []}, {"attachments": ["image"]}],
     }
-    s = host.score_batch({"intent_accuracy": 1.0, "plan_validity": 0.5}, columns)
+    s = score_registered(host, {"intent_accuracy": 1.0, "plan_validity": 0.5}, columns)
     np.testing.assert_allclose(s.per_reward["plan_validity"], [1.0, 0.0, 1.0])
     np.testing.assert_allclose(s.per_reward["intent_accuracy"], [1.0, 0.0, 2 / 3])
     np.testing.assert_allclose(s.total, [1.5, 0.0, 2 / 3 + 0.5])
@@ -101,6 +102,6 @@ def test_bad_plan_type_is_a_reward_error_naming_reward():
     host = PluginHost()
     host.load_builtins()
     with pytest.raises(RewardError, match=r"reward 'intent_accuracy' \(plugin routing\)"):
-        host.score_batch(
-            ["intent_accuracy"], {"plans": ["wan.image_to_video"], "gold_plans": [[I2V]]}
+        score_registered(
+            host, ["intent_accuracy"], {"plans": ["wan.image_to_video"], "gold_plans": [[I2V]]}
         )

@@ -133,6 +133,8 @@ def test_memory_bounds_and_population_vote() -> None:
     hit = mem.lookup(e, "c1", [])
     assert hit is not None and hit.plan == ("audio.music",) and hit.source == "creator_memory"
     assert mem.lookup(e, "c2", ["image"]) is None  # other attachments never match
+    assert mem.lookup(e, "c2", []) is None  # one creator's three posts are one vote
+    mem.add(e, ["audio.music"], "c3", [])
     hit = mem.lookup(e, "c2", [])
     assert hit is not None and hit.source == "population_memory"
     assert mem.lookup(-e, "c2", []) is None

@@ -1,5 +1,6 @@
-"""The server's exemplar memory: feedback becomes an exemplar, the creator's next request
-uses it, other creators do not, and the memory is saved beside the checkpoint on stop."""
+"""The server's exemplar memory with a real router: signed feedback becomes an exemplar,
+the creator's next signed request uses it, other creators do not, and the memory is
+rebuilt from the feedback log by the next server (the model folder is never written)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from serving_helpers import make_router_checkpoint
+from serving_helpers import PLATFORM, PLATFORM_KEY, make_router_checkpoint, signed_post, write_keys
 
-from studio_align.router.router import Router
 from studio_align.serving.app import ServeConfig, create_app
 
 REQ = {"text": "turn this photo into a short clip", "attachments": ["image"]}
@@ -30,10 +30,11 @@ def test_feedback_becomes_an_exemplar_for_that_creator(tmp_path: Path) -> None:
     cfg = ServeConfig(
         checkpoint=str(ck), feedback_dir=str(tmp_path / "fb"), compile_cache_dir=None,
         warmup=False, batch_buckets=[1], max_batch=1,
+        feedback_keys_file=str(write_keys(tmp_path / "keys.toml", **{PLATFORM: PLATFORM_KEY})),
     )  # fmt: skip
     with TestClient(create_app(cfg)) as client:
         _ready(client)
-        first = client.post("/v1/route", json={**REQ, "creator": "ana"}).json()
+        first = signed_post(client, "/v1/route", {**REQ, "creator": "ana"}).json()
         assert first["source"] == "model"
         # a plan the untrained router did not give: the creator re-routed to it
         final = (
@@ -43,15 +44,18 @@ def test_feedback_becomes_an_exemplar_for_that_creator(tmp_path: Path) -> None:
         )
         fb = {"request": REQ, "proposed": first["plan"], "final": final,
               "outcome": "rerouted", "creator": "ana", "session": "s1"}  # fmt: skip
-        assert client.post("/v1/feedback", json=fb).status_code == 200
-        again = client.post("/v1/route", json={**REQ, "creator": "ana"}).json()
+        assert signed_post(client, "/v1/feedback", fb).status_code == 200
+        again = signed_post(client, "/v1/route", {**REQ, "creator": "ana"}).json()
         assert again["source"] == "creator_memory"
         assert again["plan"] == final and again["abstain"] is False
-        other = client.post("/v1/route", json={**REQ, "creator": "bo"}).json()
+        other = signed_post(client, "/v1/route", {**REQ, "creator": "bo"}).json()
         assert other["source"] == "model"  # one exemplar of another creator: no population vote
         assert other["plan"] == first["plan"]
         # abandoned feedback teaches nothing
         gone = {**fb, "outcome": "abandoned", "final": None, "session": "s2", "creator": "bo"}
-        assert client.post("/v1/feedback", json=gone).status_code == 200
-    memory = Router.load(ck).memory
-    assert memory is not None and len(memory) == 1  # saved on stop, reloaded with the model
+        assert signed_post(client, "/v1/feedback", gone).status_code == 200
+    assert sorted(p.name for p in ck.iterdir() if p.name.startswith("memory")) == []
+    with TestClient(create_app(cfg)) as client:  # a restart rebuilds it from the log
+        _ready(client)
+        back = signed_post(client, "/v1/route", {**REQ, "creator": "ana"}).json()
+        assert back["source"] == "creator_memory" and back["plan"] == final

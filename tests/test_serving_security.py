@@ -22,11 +22,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from serving_helpers import (
+    PLATFORM,
+    PLATFORM_KEY,
     TOKEN,
     FakeRouter,
     fake_loader,
     live_server,
     make_router_checkpoint,
+    write_keys,
 )
 from serving_helpers import serve_config as _cfg
 
@@ -70,7 +73,12 @@ def admin(c: TestClient, checkpoint: str | None, token: str | bytes | None = TOK
 def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path, host: str) -> None:
     with pytest.raises(ConfigError, match="not a loopback address"):
         create_app(_cfg(tmp_path, host=host), loader=fake_loader)
-    create_app(_cfg(tmp_path, host=host, admin_token=TOKEN), loader=fake_loader)  # fine
+    with pytest.raises(ConfigError, match="feedback_keys_file"):
+        create_app(_cfg(tmp_path, host=host, admin_token=TOKEN), loader=fake_loader)
+    keys = str(write_keys(tmp_path / "keys.toml", **{PLATFORM: PLATFORM_KEY}))
+    create_app(
+        _cfg(tmp_path, host=host, admin_token=TOKEN, feedback_keys_file=keys), loader=fake_loader
+    )  # fine: both admin and feedback need credentials; fmt: skip
     with pytest.raises(ConfigError, match="at least 16"):
         create_app(_cfg(tmp_path, host="127.0.0.1", admin_token="short"), loader=fake_loader)
 
@@ -237,8 +245,8 @@ def test_validation_errors_name_only_the_attempted_form(client: TestClient) -> N
 def test_feedback_is_idempotent_on_the_event_id(client: TestClient, tmp_path: Path) -> None:
     body = {**FB, "id": "evt-42"}
     first, again = (client.post("/v1/feedback", json=body) for _ in range(2))
-    assert first.json() == {"id": "evt-42", "written": True}
-    assert again.json() == {"id": "evt-42", "written": False}
+    assert first.json() == {"id": "evt-42", "written": True, "memory": "ignored"}
+    assert again.json() == {"id": "evt-42", "written": False, "memory": "ignored"}
     assert client.post("/v1/feedback", json={**body, "creator": "other"}).status_code == 409
     log = tmp_path / "feedback" / "route_events.jsonl"  # beside the checkpoint by default
     ids = [json.loads(x)["id"] for x in log.read_text().splitlines()]

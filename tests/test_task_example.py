@@ -58,9 +58,7 @@ def test_installed_task_is_listed(site: Path) -> None:
 
 
 def test_installed_task_trains_through_the_cli(site: Path, tmp_path: Path) -> None:
-    demo = "import sys; from studio_align_style_tagger.demo import write_demo; "
-    demo += "from pathlib import Path; print(write_demo(Path(sys.argv[1])))"
-    made = run(site, str(tmp_path), code=demo)
+    made = run(site, "data", "demo-style-tagger", "--out", str(tmp_path))  # the example's command
     assert made.returncode == 0, made.stderr
     done = run(site, "train", "sft", "--config", made.stdout.strip(), "--json")
     assert done.returncode == 0, done.stderr

@@ -17,27 +17,29 @@ Design choices:
   unreadable file: the message names the path and the system's reason) and a
   `UnicodeDecodeError` (a file that is not UTF-8). Anything else is a bug: exit code 1,
   still one line, asking for a report.
-* Command modules: each command group lives in `studio_align/cli/<x>_cmd.py` and is
-  listed once in `COMMAND_MODULES`. A module either decorates its command with
-  `@main.command(...)`/`@main.group(...)` or exports a click command named after the
-  module without `_cmd` (`data_cmd.data`). A listed module that does not exist yet is
-  skipped; any other import error is raised, never hidden.
+* Commands load lazily: the root and the core groups (`train`, `eval`, `data`, `model`,
+  `serve`) are `LazyGroup`s naming each command as `"module:attribute"` with its help
+  line (`CORE_COMMANDS`, `CORE_SUBCOMMANDS`), so `studio-align --help` imports neither
+  JAX nor any product. The core knows only the core verbs and the engine's own trainers;
+  each product adds its commands through `studio_align_register_commands` from its
+  `plugin.py`, exactly as a third party does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import click
 
 from studio_align import __version__
+from studio_align.cli.config_cmd import attach_config_help
+from studio_align.commands import PLUGIN_COMMANDS_KEY, LazyCommand, LazyGroup
 from studio_align.errors import PluginError, StudioAlignError
 from studio_align.plugins import PluginHost, set_host, using_host
 
@@ -68,20 +70,53 @@ class _NoBackgroundTracebacks(logging.Filter):
         return record.exc_info is None and record.stack_info is None
 
 
-# Command modules (studio_align/cli/<name>.py), imported in this order if present.
-COMMAND_MODULES: list[str] = [
-    "plugins_cmd",
-    "data_cmd",
-    "train_cmd",
-    "eval_cmd",
-    "serve_cmd",
-    "autotune_cmd",
-    "quickstart_cmd",
-    "model_cmd",
-    "flow_cmd",
-    "grading_cmd",
-    "config_cmd",
-]
+_CLI = "studio_align.cli"
+
+# top-level core verbs: name -> (target, help line)
+CORE_COMMANDS: dict[str, tuple[str, str]] = {
+    "autotune": (f"{_CLI}.autotune_cmd:autotune", "Run the experiment loop over a search space."),
+    "config": (
+        f"{_CLI}.config_cmd:config",
+        "Run configs: every key, its default and what it means.",
+    ),
+    "plugins": (f"{_CLI}.plugins_cmd:plugins", "Inspect the loaded plugins."),
+    "quickstart": (
+        f"{_CLI}.quickstart_cmd:quickstart",
+        "Simulate a platform and tune every product on it.",
+    ),
+}
+# core groups, which plugins may add subcommands to: name -> (help, {subcommand: (target, help)})
+CORE_SUBCOMMANDS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
+    "data": (
+        "Creator logs: validate, compile into datasets.",
+        {
+            "validate": (f"{_CLI}.data_cmd:validate_cmd", "Check creator logs line by line."),
+            "compile": (f"{_CLI}.data_cmd:compile_cmd", "Compile creator logs into datasets."),
+        },
+    ),
+    "train": (
+        "Train a model from a run config (TOML, with `--set key=value` overrides).",
+        {
+            "sft": (f"{_CLI}.train_cmd:sft", "Supervised fine-tuning of a task."),
+            "dpo": (f"{_CLI}.train_pref_cmd:dpo", "Direct preference optimisation of a task."),
+            "kto": (f"{_CLI}.train_pref_cmd:kto", "KTO on desirable/undesirable examples."),
+            "grpo": (f"{_CLI}.train_pref_cmd:grpo", "GRPO against registered rewards."),
+            "router": (f"{_CLI}.train_router_cmd:router_cmd", "Train a router from creator logs."),
+        },
+    ),
+    "eval": ("Evaluate trained models.", {}),
+    "model": (
+        "Model bundles and Hugging Face checkpoints.",
+        {
+            "inspect-hf": (f"{_CLI}.model_cmd:inspect_hf", "Describe a Hugging Face checkpoint."),
+            "export-hf": (f"{_CLI}.model_cmd:export_hf_cmd", "Export a bundle to Hugging Face."),
+        },
+    ),
+    "serve": (
+        "Serve tuned models over HTTP.",
+        {"router": (f"{_CLI}.serve_cmd:serve_router", "Serve a router checkpoint over HTTP.")},
+    ),
+}
 
 
 class CliError(click.ClickException):
@@ -155,7 +190,7 @@ def cli_errors() -> Iterator[None]:
         ) from e
 
 
-class StudioAlignGroup(click.Group):
+class StudioAlignGroup(LazyGroup):
     """Root group: loads plugins before resolving subcommands; maps errors to exit 2."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -182,23 +217,22 @@ class StudioAlignGroup(click.Group):
         if host is None:
             with cli_errors():
                 host = PluginHost.default(root.meta.get(_SPECS_KEY, ()))
-                clash = sorted(set(host.commands) & set(self.commands))
-                if clash:
-                    owners = ", ".join(f"{c!r} (plugin {host.command_owner(c)})" for c in clash)
-                    raise PluginError(f"plugin command(s) {owners} clash with built-in commands")
+                _check_clashes(host)
             set_host(host)
             root.meta[_HOST_KEY] = host
+            root.meta[PLUGIN_COMMANDS_KEY] = host.commands_under
         return host
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        with cli_errors():
-            return sorted({*super().list_commands(ctx), *self.host(ctx).commands})
+    def eager_commands(self, ctx: click.Context) -> Mapping[str, click.Command]:
+        return {**self.host(ctx).commands, **self.commands}
+
+    def lazy_commands(self, ctx: click.Context) -> Mapping[str, LazyCommand]:
+        self.host(ctx)
+        return super().lazy_commands(ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        cmd = super().get_command(ctx, cmd_name)
-        if cmd is None:
-            cmd = self.host(ctx).commands.get(cmd_name)
-        return cmd
+        with cli_errors():
+            return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         with cli_errors():
@@ -211,7 +245,10 @@ def _load_plugins(ctx: click.Context, _param: click.Parameter, value: tuple[str,
     ctx.command.host(ctx)
 
 
-@click.group(cls=StudioAlignGroup)
+@click.group(
+    cls=StudioAlignGroup,
+    lazy={name: LazyCommand(target, text) for name, (target, text) in CORE_COMMANDS.items()},
+)
 @click.option(
     "--plugin",
     multiple=True,
@@ -226,35 +263,43 @@ def main() -> None:
     """Alignment SDK for creative platforms."""
 
 
-def _register_subcommands(
-    group: click.Group | None = None,
-    *,
-    package: str = __name__,
-    modules: list[str] | None = None,
-) -> None:
-    """Import every present module of `COMMAND_MODULES` and add its command to `main`."""
-    group = main if group is None else group
-    for stem in COMMAND_MODULES if modules is None else modules:
-        modname = f"{package}.{stem}"
-        before = set(group.commands)
-        try:
-            module = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name == modname:
-                continue  # not written yet
-            raise
-        cmd = getattr(module, stem.removesuffix("_cmd"), None)
-        if isinstance(cmd, click.Command):
-            if group.commands.get(cmd.name or "") is not cmd:
-                group.add_command(cmd)
-        elif set(group.commands) == before and not any(
-            isinstance(v, click.Command) and group.commands.get(v.name or "") is v
-            for v in vars(module).values()
-        ):
-            raise RuntimeError(
-                f"{modname} defines no command: decorate one with @main.command/@main.group "
-                f"or export a click command named {stem.removesuffix('_cmd')!r}"
-            )
+class _TrainGroup(LazyGroup):
+    """`train`: each subcommand's `--help` ends with its run config's keys."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None:
+            attach_config_help(cmd_name, cmd)
+        return cmd
 
 
-_register_subcommands()
+for _name, (_help, _subcommands) in CORE_SUBCOMMANDS.items():
+    main.add_command(
+        (_TrainGroup if _name == "train" else LazyGroup)(
+            _name,
+            help=_help,
+            lazy={n: LazyCommand(target, text) for n, (target, text) in _subcommands.items()},
+            path=(_name,),
+        )
+    )
+
+
+def _check_clashes(host: PluginHost) -> None:
+    """Plugin commands may not shadow core ones; `GROUP NAME` needs a core group."""
+    core = set(main.commands) | set(main.lazy)
+    clash = sorted(set(host.commands) & core)
+    for path in host.lazy_commands:
+        if len(path) == 1 and path[0] in core:
+            clash.append(path[0])
+        elif len(path) == 2:
+            group = main.commands.get(path[0])
+            if not isinstance(group, LazyGroup):
+                raise PluginError(
+                    f"plugin {host.command_owner(' '.join(path))!r}: command {' '.join(path)!r}: "
+                    f"no core group {path[0]!r} (groups: {', '.join(sorted(CORE_SUBCOMMANDS))})"
+                )
+            if path[1] in group.lazy or path[1] in group.commands:
+                clash.append(" ".join(path))
+    if clash:
+        owners = ", ".join(f"{c!r} (plugin {host.command_owner(c)})" for c in sorted(clash))
+        raise PluginError(f"plugin command(s) {owners} clash with built-in commands")

@@ -20,8 +20,6 @@ from typing import Any
 import click
 from pydantic import BaseModel
 
-from studio_align.cli import main
-from studio_align.cli.train_cmd import train
 from studio_align.config import commented_toml, describe_keys, toml_value
 
 # train subcommand -> (module, run-config class)
@@ -49,7 +47,7 @@ def _default_text(key: Any) -> str:
     return "unset" if key.default is None else toml_value(key.default)
 
 
-@main.group("config")
+@click.group("config")
 def config() -> None:
     """Run configs: every key, its default and what it means."""
 
@@ -71,12 +69,9 @@ def show(kind: str, as_json: bool) -> None:
     click.echo(commented_toml(cls, title=f"studio-align train {kind}"), nl=False)
 
 
-def attach_config_help(group: click.Group) -> None:
-    """Make `group KIND --help` end with every config key of KIND and its default."""
-    for kind in RUN_CONFIGS:
-        cmd = group.commands.get(kind)
-        if cmd is None or getattr(cmd, "_config_help", False):
-            continue
+def attach_config_help(kind: str, cmd: click.Command) -> None:
+    """Make `train KIND --help` end with every config key of KIND and its default."""
+    if kind in RUN_CONFIGS and not getattr(cmd, "_config_help", False):
         original = cmd.format_epilog
 
         def format_epilog(
@@ -97,6 +92,3 @@ def attach_config_help(group: click.Group) -> None:
 
         setattr(cmd, "format_epilog", format_epilog)  # noqa: B010 - per-instance override
         setattr(cmd, "_config_help", True)  # noqa: B010
-
-
-attach_config_help(train)

@@ -17,7 +17,6 @@ from typing import Any
 import click
 
 from studio_align.catalog import Catalog
-from studio_align.cli import main
 from studio_align.data.compile import InvalidLogError, compile_logs
 from studio_align.data.reader import InvalidLine, ReadSummary, validate_logs
 from studio_align.data.schemas import EVENT_TYPES
@@ -70,12 +69,7 @@ images_option = click.option(
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 
-@main.group("data")
-def data() -> None:
-    """Validate and compile creator logs (JSON Lines)."""
-
-
-@data.command("validate")
+@click.command("validate")
 @logs_argument
 @quarantine_option
 @images_option
@@ -103,7 +97,7 @@ def validate_cmd(
         sys.exit(1)
 
 
-@data.command("compile")
+@click.command("compile")
 @logs_argument
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option(

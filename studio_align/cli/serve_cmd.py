@@ -2,7 +2,8 @@
 
 The admin token is read from `STUDIO_ALIGN_ADMIN_TOKEN` (or `--set admin_token=...` /
 the config file), never from a plain command-line option, where other users of the
-machine could read it in the process list.
+machine could read it in the process list. Platform keys for signed feedback live in a
+file (`--feedback-keys FILE`), for the same reason.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def serve() -> None:
     help="Folder for the feedback log [default: beside the checkpoint].",
 )
 @click.option(
+    "--feedback-keys",
+    "feedback_keys_file",
+    default=None,
+    help="TOML file of platform keys that sign feedback (docs/serving.md); required off loopback.",
+)
+@click.option(
     "--abstain-below", default=None, type=float, help="Confidence below which responses abstain."
 )
 @click.option(
@@ -51,6 +58,7 @@ def serve_router(
     port: int | None,
     feedback_log: str | None,
     feedback_dir: str | None,
+    feedback_keys_file: str | None,
     abstain_below: float | None,
     watch_seconds: float | None,
     config_path: str | None,
@@ -65,6 +73,7 @@ def serve_router(
         "port": port,
         "feedback_log": feedback_log,
         "feedback_dir": feedback_dir,
+        "feedback_keys_file": feedback_keys_file,
         "abstain_below": abstain_below,
         "watch_seconds": watch_seconds,
     }

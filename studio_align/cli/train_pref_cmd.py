@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+import click
+
+from studio_align.commands import echo_result, load_run_config, run_config_options
 from studio_align.training.dpo import DPORunConfig, train_dpo
 from studio_align.training.grpo_run import GRPORunConfig, train_grpo
 from studio_align.training.kto import KTORunConfig, train_kto
@@ -34,7 +36,7 @@ def _preference_summary(res: Any, **extra: Any) -> dict[str, Any]:
     }
 
 
-@train.command("dpo")
+@click.command("dpo")
 @run_config_options
 def dpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """DPO-family tuning (sigmoid/cDPO, ipo, hinge, robust, simpo, orpo) on preference pairs."""
@@ -43,7 +45,7 @@ def dpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     echo_result(_preference_summary(res), as_json)
 
 
-@train.command("kto")
+@click.command("kto")
 @run_config_options
 def kto(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """KTO tuning on unpaired route outcomes (accepted = desirable, abandoned = not)."""
@@ -52,7 +54,7 @@ def kto(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     echo_result(_preference_summary(res, desirable_weight=round(res.desirable_weight, 4)), as_json)
 
 
-@train.command("grpo")
+@click.command("grpo")
 @run_config_options
 def grpo(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """GRPO tuning with plugin rewards (`[rewards]` maps reward names to weights)."""

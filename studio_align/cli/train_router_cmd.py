@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-from studio_align.cli.train_cmd import train
 from studio_align.config import apply_overrides, read_toml, validate
 from studio_align.quickstart.from_logs import FromLogsConfig, train_router_from_logs
 
@@ -29,7 +28,7 @@ def _eval_sets(items: tuple[str, ...]) -> dict[str, str]:
     return sets
 
 
-@train.command("router")
+@click.command("router")
 @click.option(
     "--logs",
     multiple=True,

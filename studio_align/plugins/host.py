@@ -31,6 +31,7 @@ import pluggy
 
 from studio_align import hookspecs
 from studio_align.catalog import Catalog
+from studio_align.commands import LazyCommand, PluginCommands
 from studio_align.errors import ConfigError, PluginError
 from studio_align.hookspecs import HOOK_PREFIX, PROJECT, EncoderSpec
 from studio_align.plugins.discovery import BLOCK_ENV_VAR, ENV_VAR, Discovery
@@ -42,7 +43,7 @@ from studio_align.plugins.registry import (
     TASKS_HOOK,
     Registry,
 )
-from studio_align.rewards import Reward, RewardScores, score_batch
+from studio_align.rewards import Reward
 from studio_align.tasks import TaskSpec
 
 log = logging.getLogger("studio_align.plugins")
@@ -106,7 +107,9 @@ class PluginHost(Discovery):
         self.pm.add_hookspecs(hookspecs)
         self._origin: dict[str, tuple[str, str]] = {}
         self._registry: Registry | None = None
-        self._commands: dict[str, click.Command] | None = None
+        self._commands: (
+            tuple[dict[str, click.Command], dict[tuple[str, ...], LazyCommand]] | None
+        ) = None
         self._command_owner: dict[str, str] = {}
         self.blocked: set[str] = set()
         self.metrics_hook_failures: dict[str, int] = {}  # plugin -> failed calls
@@ -221,8 +224,8 @@ class PluginHost(Discovery):
 
     # ---------------------------------------------------------------- what plugins registered
     @property
-    def rewards(self) -> dict[str, Reward]:
-        """Every registered reward by name."""
+    def rewards(self) -> Mapping[str, Reward]:
+        """Every registered reward by name (one registered by reference is imported on lookup)."""
         return self._collect().rewards
 
     @property
@@ -243,7 +246,7 @@ class PluginHost(Discovery):
     @property
     def bundle_classes(self) -> Mapping[str, type]:
         """Model and config classes plugins allow bundles to name, by `module.QualName`."""
-        return MappingProxyType(self._collect().bundle_classes)
+        return MappingProxyType(self._collect().resolve_bundle_classes())
 
     def task(self, name: str) -> Any:
         """The task registered as `name`, built; an unknown name lists the known ones."""
@@ -264,34 +267,46 @@ class PluginHost(Discovery):
 
     @property
     def commands(self) -> dict[str, click.Command]:
-        """Commands added through `studio_align_register_commands`, by name."""
+        """Top-level commands added through `studio_align_register_commands`, by name."""
+        return self._collect_commands()[0]
+
+    @property
+    def lazy_commands(self) -> dict[tuple[str, ...], LazyCommand]:
+        """Commands added with `cli.lazy(...)`, by path (`("train", "grading")`)."""
+        return self._collect_commands()[1]
+
+    def _collect_commands(
+        self,
+    ) -> tuple[dict[str, click.Command], dict[tuple[str, ...], LazyCommand]]:
         if self._commands is None:
-            scratch = click.Group(name="studio-align")
+            eager: dict[str, click.Command] = {}
+            lazy: dict[tuple[str, ...], LazyCommand] = {}
             owner: dict[str, str] = {}
             for impl in self._impls(COMMANDS_HOOK):
-                before = dict(scratch.commands)
-                self._call(impl, COMMANDS_HOOK, cli=scratch)
-                for cname, cmd in scratch.commands.items():
-                    if before.get(cname) is cmd:
-                        continue
-                    if not isinstance(cmd, click.Command):
+                cli = PluginCommands(impl.plugin_name)
+                self._call(impl, COMMANDS_HOOK, cli=cli)
+                added = [(name,) for name in cli.commands] + list(cli.lazy_commands)
+                for path in added:
+                    key = " ".join(path)
+                    if key in owner:
                         raise PluginError(
-                            f"plugin {impl.plugin_name!r}, hook {COMMANDS_HOOK}: expected a click "
-                            f"command, got {type(cmd).__name__} for {cname!r}"
-                        )
-                    if cname in before:
-                        raise PluginError(
-                            f"command {cname!r} registered twice: by plugin {owner[cname]!r} and "
+                            f"command {key!r} registered twice: by plugin {owner[key]!r} and "
                             f"by plugin {impl.plugin_name!r} (hook {COMMANDS_HOOK})"
                         )
-                    owner[cname] = impl.plugin_name
-            self._commands = dict(scratch.commands)
+                    owner[key] = impl.plugin_name
+                eager.update(cli.commands)
+                lazy.update(cli.lazy_commands)
+            self._commands = (eager, lazy)
             self._command_owner = owner
         return self._commands
 
+    def commands_under(self, path: tuple[str, ...]) -> dict[str, LazyCommand]:
+        """The lazy commands plugins added directly under `path` (`()`: the top level)."""
+        return {p[-1]: c for p, c in self.lazy_commands.items() if p[:-1] == path}
+
     def command_owner(self, name: str) -> str | None:
-        """Which plugin registered command `name` (None if no plugin did)."""
-        self.commands  # noqa: B018 - collect
+        """Which plugin registered command `name` (`"train grading"`; None if none did)."""
+        self._collect_commands()
         return self._command_owner.get(name)
 
     def reward(self, name: str) -> Reward:
@@ -309,23 +324,6 @@ class PluginHost(Discovery):
                 f"(registered: {', '.join(sorted(rewards)) or 'none'})"
             )
         return {n: rewards[n] for n in names}
-
-    def score_batch(
-        self,
-        rewards: Mapping[str, float] | Sequence[str],
-        columns: Mapping[str, Sequence[Any]],
-        *,
-        context: Mapping[str, Any] | None = None,
-        size: int | None = None,
-    ) -> RewardScores:
-        """Score with registered rewards chosen by name: `{name: weight}` or `[name, ...]`.
-
-        The host's `catalog` is offered to rewards as context unless given.
-        """
-        weights = dict(rewards) if isinstance(rewards, Mapping) else None
-        selected = self.select_rewards(rewards)
-        ctx = {"catalog": self.catalog, **(context or {})}
-        return score_batch(selected, weights, columns, context=ctx, size=size)
 
     def fire_metrics(
         self, *, run: str, step: int, metrics: Mapping[str, float], run_dir: str = ""
@@ -358,7 +356,7 @@ class PluginHost(Discovery):
     def describe(self) -> list[PluginInfo]:
         """Every plugin, its origin, hooks and what it registered (for `plugins list`)."""
         reg = self._collect()
-        commands = self.commands
+        self._collect_commands()
         infos = []
         for name, plugin in self.pm.list_name_plugin():
             if plugin is None:
@@ -371,11 +369,11 @@ class PluginHost(Discovery):
                     origin=origin,
                     source=source,
                     hooks=hooks,
-                    rewards=[r for r, v in reg.rewards.items() if v.plugin == name],
+                    rewards=[r for r in reg.rewards if reg.rewards.owner(r) == name],
                     encoders=[e for e, v in reg.encoders.items() if v.plugin == name],
                     engines=[e for e, p in reg.engine_owner.items() if p == name],
                     tasks=[t for t, v in reg.tasks.items() if v.plugin == name],
-                    commands=[c for c in commands if self._command_owner.get(c) == name],
+                    commands=[c for c, p in self._command_owner.items() if p == name],
                 )
             )
         return infos

@@ -3,13 +3,19 @@
 Each callback is bound to one plugin, so every entry is attributed; a wrong type, an
 invalid name or a duplicate (naming both plugins) becomes a `PluginError` naming the
 plugin and the hook.
+
+Rewards, encoder factories, tasks and bundle classes may be registered as
+`"module:attribute"` references (as entry points are written): the name is known at
+once and the module is imported on first use, so `studio-align --help` and
+`plugins list` import no model code.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,27 +43,108 @@ def check_name(kind: str, name: Any, plugin: str, hook: str) -> str:
     return name
 
 
+def resolve(target: str, what: str) -> Any:
+    """The object a `"module:attribute"` reference names; a failure names `what`."""
+    module, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as e:
+        raise PluginError(f"{what}: cannot load {target}: {type(e).__name__}: {e}") from e
+    return obj
+
+
+def is_reference(obj: Any) -> bool:
+    """Whether `obj` is a `"module:attribute"` reference."""
+    return isinstance(obj, str) and ":" in obj
+
+
+@dataclass(frozen=True)
+class LazyFactory:
+    """A factory known by reference, imported when first called."""
+
+    target: str
+    what: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return resolve(self.target, self.what)(*args, **kwargs)
+
+
+class Rewards(Mapping[str, Reward]):
+    """Registered rewards by name; one registered by reference is imported on first lookup."""
+
+    def __init__(self) -> None:
+        self._owner: dict[str, str] = {}  # name -> plugin, in registration order
+        self._built: dict[str, Reward] = {}
+        self._refs: dict[str, tuple[str, str | None]] = {}  # name -> (target, description)
+
+    def add(self, reward: Reward) -> None:
+        self._owner[reward.name] = reward.plugin or ""
+        self._built[reward.name] = reward
+
+    def add_reference(self, name: str, target: str, description: str | None, plugin: str) -> None:
+        self._owner[name] = plugin
+        self._refs[name] = (target, description)
+
+    def owner(self, name: str) -> str:
+        """The plugin that registered reward `name` (nothing is imported)."""
+        return self._owner[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._owner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._owner)
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def __getitem__(self, name: str) -> Reward:
+        if name not in self._built:
+            target, description = self._refs[name]  # KeyError for an unknown name
+            plugin = self._owner[name]
+            fn = resolve(target, f"plugin {plugin!r}: reward {name!r}")
+            if description is None:
+                description = (inspect.getdoc(fn) or "").strip().split("\n")[0]
+            try:
+                self._built[name] = Reward(name, fn, description, plugin=plugin)
+            except RewardError as e:
+                raise PluginError(f"plugin {plugin!r}, hook {REWARDS_HOOK}: {e}") from e
+        return self._built[name]
+
+
 @dataclass
 class Registry:
     """What the plugins registered, filled one plugin at a time through `register`
     callbacks that validate each entry and name the plugin and hook at fault."""
 
-    rewards: dict[str, Reward] = field(default_factory=dict)
+    rewards: Rewards = field(default_factory=Rewards)
     encoders: dict[str, EncoderSpec] = field(default_factory=dict)
     catalog: Catalog = field(default_factory=lambda: Catalog(engines=[]))
     engine_owner: dict[str, str] = field(default_factory=dict)
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
     bundle_classes: dict[str, type] = field(default_factory=dict)  # "module.QualName" -> class
     bundle_class_owner: dict[str, str] = field(default_factory=dict)
+    # (class or "module:QualName", plugin), checked and resolved on first use
+    bundle_class_entries: list[tuple[Any, str]] = field(default_factory=list)
 
     def reward_register(self, plugin: str) -> Callable[..., None]:
         def register(
-            reward: Reward | Callable[..., Any],
+            reward: Reward | Callable[..., Any] | str,
             name: str | None = None,
             *,
             description: str | None = None,
         ) -> None:
             timeout_s = None
+            if is_reference(reward):
+                assert isinstance(reward, str)
+                rname = check_name(
+                    "reward", name or reward.rpartition(":")[2], plugin, REWARDS_HOOK
+                )
+                self._check_new_reward(rname, plugin)
+                self.rewards.add_reference(rname, reward, description, plugin)
+                return
             if isinstance(reward, Reward):
                 fn, default_desc = reward.fn, reward.description
                 default_name: str | None = reward.name
@@ -76,14 +163,17 @@ class Registry:
                 r = Reward(rname, fn, desc, plugin=plugin, timeout_s=timeout_s)
             except RewardError as e:
                 raise PluginError(f"plugin {plugin!r}, hook {REWARDS_HOOK}: {e}") from e
-            if rname in self.rewards:
-                raise PluginError(
-                    f"reward {rname!r} registered twice: by plugin {self.rewards[rname].plugin!r} "
-                    f"and by plugin {plugin!r} (hook {REWARDS_HOOK})"
-                )
-            self.rewards[rname] = r
+            self._check_new_reward(rname, plugin)
+            self.rewards.add(r)
 
         return register
+
+    def _check_new_reward(self, name: str, plugin: str) -> None:
+        if name in self.rewards:
+            raise PluginError(
+                f"reward {name!r} registered twice: by plugin {self.rewards.owner(name)!r} "
+                f"and by plugin {plugin!r} (hook {REWARDS_HOOK})"
+            )
 
     def encoder_register(self, plugin: str) -> Callable[..., None]:
         def register(
@@ -95,6 +185,9 @@ class Registry:
             if isinstance(encoder, EncoderSpec):
                 factory, default_desc = encoder.factory, encoder.description
                 default_name: str | None = encoder.name
+                if is_reference(factory):
+                    what = f"plugin {plugin!r}: encoder {default_name!r}"
+                    factory = LazyFactory(str(factory), what)
             elif callable(encoder):
                 factory, default_name = encoder, getattr(encoder, "__name__", None)
                 default_desc = (inspect.getdoc(encoder) or "").strip().split("\n")[0]
@@ -165,21 +258,31 @@ class Registry:
         return register
 
     def bundle_class_register(self, plugin: str) -> Callable[..., None]:
-        def register(*classes: type) -> None:
-            for cls in classes:
-                if not isinstance(cls, type):
-                    raise PluginError(
-                        f"plugin {plugin!r}, hook {BUNDLE_CLASSES_HOOK}: expected a class, "
-                        f"got {cls!r}"
-                    )
-                name = f"{cls.__module__}.{cls.__qualname__}"
-                if self.bundle_classes.get(name, cls) is not cls:  # the same class again: fine
-                    raise PluginError(
-                        f"bundle class {name!r} registered twice, as different classes: by "
-                        f"plugin {self.bundle_class_owner[name]!r} and by plugin {plugin!r} "
-                        f"(hook {BUNDLE_CLASSES_HOOK})"
-                    )
-                self.bundle_classes[name] = cls
-                self.bundle_class_owner.setdefault(name, plugin)
+        def register(*classes: type | str) -> None:
+            self.bundle_class_entries.extend((cls, plugin) for cls in classes)
 
         return register
+
+    def resolve_bundle_classes(self) -> dict[str, type]:
+        """Every bundle class, in registration order, references imported now."""
+        while self.bundle_class_entries:
+            cls, plugin = self.bundle_class_entries.pop(0)
+            if is_reference(cls):
+                cls = resolve(str(cls), f"plugin {plugin!r}: bundle class")
+            self._add_bundle_class(cls, plugin)
+        return self.bundle_classes
+
+    def _add_bundle_class(self, cls: Any, plugin: str) -> None:
+        if not isinstance(cls, type):
+            raise PluginError(
+                f"plugin {plugin!r}, hook {BUNDLE_CLASSES_HOOK}: expected a class, got {cls!r}"
+            )
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if self.bundle_classes.get(name, cls) is not cls:  # the same class again: fine
+            raise PluginError(
+                f"bundle class {name!r} registered twice, as different classes: by "
+                f"plugin {self.bundle_class_owner[name]!r} and by plugin {plugin!r} "
+                f"(hook {BUNDLE_CLASSES_HOOK})"
+            )
+        self.bundle_classes[name] = cls
+        self.bundle_class_owner.setdefault(name, plugin)

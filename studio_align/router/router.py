@@ -221,7 +221,7 @@ class Router(RoutingDecisions):
             **kwargs,
         )
         router.calibration = Calibration.load(path)
-        router.memory = ExemplarMemory.load(path)
+        router.memory = ExemplarMemory.load(path, max_steps=router.max_steps)
         return router
 
     # -- core ----------------------------------------------------------------------------------

@@ -41,15 +41,18 @@ from studio_align.catalog import Catalog
 from studio_align.generation import compiles, sampler
 from studio_align.router import analysis
 from studio_align.router.router import Router
+from studio_align.serving.auth import AuthError, RateLimiter, Verifier, creator_key, load_keys
 from studio_align.serving.batcher import DynamicBatcher
 from studio_align.serving.feedback import (
     DuplicateEventError,
     FeedbackLog,
+    LogWriteError,
     check_route_event,
     route_event,
 )
 from studio_align.serving.guard import Guard
 from studio_align.serving.health import ProbeFailed, probe
+from studio_align.serving.learning import Learner
 from studio_align.serving.metrics import CONTENT_TYPE, Metrics
 from studio_align.serving.routing import ModelGate, Routed
 from studio_align.serving.schemas import (
@@ -118,7 +121,11 @@ def _scoring_compiles() -> int:
 
 class _State:
     def __init__(
-        self, cfg: ServeConfig, loader: Callable[[str], RouterLike], announce: Announce
+        self,
+        cfg: ServeConfig,
+        loader: Callable[[str], RouterLike],
+        announce: Announce,
+        feedback: FeedbackLog | None = None,
     ) -> None:
         self.cfg = cfg
         self.loader = loader
@@ -129,38 +136,82 @@ class _State:
         self.metrics = Metrics()
         compiles.install()
         self.metrics.set_compile_counter(_decode_compiles, _scoring_compiles, compiles.total)
-        self.feedback = FeedbackLog(feedback_path(cfg))
+        self.feedback = feedback if feedback is not None else FeedbackLog(feedback_path(cfg))
+        self.verifier = Verifier(
+            load_keys(cfg.feedback_keys_file) if cfg.feedback_keys_file else {}
+        )
         self.sizes = batch_buckets(cfg.max_batch, cfg.batch_buckets)
+        self.learner = (
+            Learner(self.feedback.path, self.verifier, settings=cfg.memory, buckets=self.sizes)
+            if cfg.remember_feedback
+            else None
+        )
+        self.source_limit = RateLimiter(cfg.feedback_rate, cfg.feedback_burst)
+        self.creator_limit = RateLimiter(cfg.creator_feedback_rate, cfg.creator_feedback_burst)
+        self.loaded_stamp = _checkpoint_stamp(cfg.checkpoint)
         self.ready = Readiness(total=len(self.sizes) if cfg.warmup else 0)
         self.degraded: str | None = None
         self.reload_lock = asyncio.Lock()
         self.gate = ModelGate()
-        self.batcher: DynamicBatcher[dict[str, Any], Routed] = DynamicBatcher(
+        self.batcher: DynamicBatcher[tuple[Any, dict[str, Any]], Routed] = DynamicBatcher(
             self._route_batch,
             max_batch=cfg.max_batch,
             max_wait_ms=cfg.max_wait_ms,
             on_batch=self.metrics.record_batch,
         )
 
-    def _route_batch(self, items: list[dict[str, Any]]) -> list[Routed]:
-        router = self.router  # one reference for the whole batch: reload-safe
-        assert router is not None
-        size = next(b for b in self.sizes if b >= len(items))
-        padded = items + [items[-1]] * (size - len(items))
-        out = self.gate.route(router, padded)[: len(items)]
-        if any(r.confidence is None for r in out):
-            self.metrics.nonfinite.inc(sum(r.confidence is None for r in out))
-            if self.router is router:
-                self.degraded = "the model produced a non-finite confidence"
-        return out
+    def _route_batch(self, items: list[tuple[Any, dict[str, Any]]]) -> list[Routed]:
+        """Route a batch; each item carries the router its request was pinned to, so a
+        request (or a whole batch request) is answered by one model version even when a
+        reload swaps the router while it waits."""
+        out: list[Routed | None] = [None] * len(items)
+        groups: dict[int, list[int]] = {}
+        for i, (router, _) in enumerate(items):
+            groups.setdefault(id(router), []).append(i)
+        for idx in groups.values():
+            router = items[idx[0]][0]
+            reqs = [items[i][1] for i in idx]
+            size = next(b for b in self.sizes if b >= len(reqs))
+            padded = reqs + [reqs[-1]] * (size - len(reqs))
+            for i, r in zip(idx, self.gate.route(router, padded)[: len(reqs)], strict=True):
+                out[i] = r
+            bad = sum(out[i].confidence is None for i in idx)  # type: ignore[union-attr]
+            if bad:
+                self.metrics.nonfinite.inc(bad)
+                if self.router is router:
+                    self.degraded = "the model produced a non-finite confidence"
+        return [r for r in out if r is not None]
 
     def load(self, checkpoint: str, progress: Callable[[int, int], None] | None = None) -> Any:
         router = self.loader(checkpoint)
         if self.cfg.warmup:
             warm(router, self.sizes, progress)
         probe(router, self.sizes)
+        if self.learner is not None:
+            n = self.learner.build(router)  # the memory of the whole feedback log
+            if n:
+                self.announce(f"memory: {n} exemplars from {self.feedback.path}")
         settle_heap(collect=self.router is None)
         return router
+
+    def swap(self, new: Any) -> None:
+        """Make `new` the served router: it first learns what the log gained while it
+        loaded, under the model lock, so no acknowledged event falls between two models."""
+        with self.gate.lock:
+            if self.learner is not None:
+                self.learner.follow(new)
+                if self.router is not None:
+                    self.learner.forget(self.router)
+            self.router = new
+
+    def learn(self) -> bool:
+        """Bring the served router's memory up to the log; True when it follows the log."""
+        router = self.router
+        if router is None or self.learner is None or not self.learner.supports(router):
+            return False
+        with self.gate.lock:
+            self.learner.follow(router)
+        return True
 
 
 def create_app(
@@ -168,10 +219,12 @@ def create_app(
     *,
     loader: Callable[[str], RouterLike] = load_router,
     announce: Announce | None = None,
+    feedback: FeedbackLog | None = None,
 ) -> FastAPI:
-    """The app for `cfg`; raises `ConfigError` for settings that would expose it."""
+    """The app for `cfg`; raises `ConfigError` for settings that would expose it.
+    `feedback`: the log to write (a test injects one with a failing writer)."""
     check_bind(cfg)
-    state = _State(cfg, loader, announce or log.info)
+    state = _State(cfg, loader, announce or log.info, feedback)
 
     async def _start() -> None:
         t0 = time.perf_counter()
@@ -193,7 +246,7 @@ def create_app(
             state.ready.fail("the model could not be loaded (see the server log)")
             state.announce(f"not ready: loading the model failed: {e}")
             return
-        state.router = router
+        await asyncio.to_thread(state.swap, router)
         state.metrics.set_model_version(router.version)
         state.metrics.warmup_progress.set(1.0)
         state.ready.finish()
@@ -210,8 +263,6 @@ def create_app(
                 task.cancel()
         await state.batcher.stop()
         gc.unfreeze()  # what `settle_heap` froze is collectable again once the app stops
-        if state.router is not None and cfg.remember_feedback:
-            state.gate.save_memory(state.router, state.checkpoint)
 
     app = FastAPI(title="studio-align router", version=__version__, lifespan=lifespan)
     app.state.serve = state
@@ -230,6 +281,8 @@ def create_app(
         below = cfg.abstain_below if cfg.abstain_below is not None else (
             None if result.decided else 0.5
         )  # fmt: skip
+        if conf is not None:
+            conf = min(max(conf, 0.0), 1.0)
         if conf is None or (reason is None and below is not None and conf < below):
             reason = "low_confidence"
         if reason is not None:
@@ -260,24 +313,67 @@ def create_app(
         response_model=RouteResponse | BatchRouteResponse,
         responses=_errors(400, 413, 415, 422, 503),
     )
-    async def route(body: RouteRequest | BatchRouteRequest) -> RouteResponse | BatchRouteResponse:
-        if state.router is None:
+    async def route(
+        request: Request, body: RouteRequest | BatchRouteRequest
+    ) -> RouteResponse | BatchRouteResponse:
+        router = state.router  # pinned: every answer to this request is from one model
+        if router is None:
             raise HTTPException(503, "the model is warming up", headers={"Retry-After": "5"})
         start = time.perf_counter()
+        platform = await _platform(request, once=False)
+        reqs = body.requests if isinstance(body, BatchRouteRequest) else [body]
+        items: list[tuple[Any, dict[str, Any]]] = []
+        for r in reqs:
+            d = r.model_dump()
+            # a creator's exemplars answer only that creator's platform, signed
+            d["creator"] = creator_key(platform, r.creator) if platform and r.creator else None
+            items.append((router, d))
+        results = await state.batcher.submit_many(items)
         if isinstance(body, BatchRouteRequest):
-            results = await state.batcher.submit_many([r.model_dump() for r in body.requests])
             out: RouteResponse | BatchRouteResponse = BatchRouteResponse(
                 results=[_response(r, start) for r in results]
             )
         else:
-            out = _response(await state.batcher.submit(body.model_dump()), start)
+            out = _response(results[0], start)
         state.metrics.route_latency.observe(time.perf_counter() - start)
         return out
 
+    async def _platform(request: Request, *, once: bool) -> str | None:
+        """The platform that signed `request` (None when unsigned and keys allow that)."""
+        signed = any(k.startswith("x-studio-") for k in request.headers)
+        if not state.verifier.enabled:
+            if signed:
+                raise HTTPException(403, "this server has no platform keys: unsigned only")
+            return None
+        if not signed and not once:
+            return None  # an anonymous route: no creator memory
+        try:
+            return state.verifier.platform(
+                request.headers, request.method, request.url.path, await request.body(),
+                once=once,
+            )  # fmt: skip
+        except AuthError as e:
+            state.metrics.auth_failures.inc()
+            raise HTTPException(e.status, str(e)) from None
+
+    def _limit(limiter: RateLimiter, key: str) -> None:
+        wait = limiter.allow(key)
+        if wait > 0:
+            state.metrics.rate_limited.inc()
+            raise HTTPException(
+                429, "too many feedback posts: slow down", {"Retry-After": str(int(wait) + 1)}
+            )
+
     @app.post(
-        "/v1/feedback", response_model=FeedbackResponse, responses=_errors(400, 409, 413, 415, 422)
+        "/v1/feedback",
+        response_model=FeedbackResponse,
+        responses=_errors(400, 401, 403, 409, 413, 415, 422, 429, 503, 507),
     )
-    async def feedback(body: FeedbackRequest) -> FeedbackResponse:
+    async def post_feedback(request: Request, body: FeedbackRequest) -> FeedbackResponse:
+        platform = await _platform(request, once=True)
+        client = request.client.host if request.client is not None else "-"
+        _limit(state.source_limit, platform or f"addr:{client}")
+        _limit(state.creator_limit, creator_key(platform or "-", body.creator))
         catalog = state.router.catalog if state.router is not None else Catalog()
         event = route_event(
             request=body.request.model_dump(exclude={"creator"}),
@@ -291,15 +387,34 @@ def create_app(
         problem = check_route_event(event, catalog)
         if problem is not None:
             raise HTTPException(422, problem)
+        if platform is not None:
+            event = state.verifier.seal(event, platform)
         try:
             written = await asyncio.to_thread(state.feedback.append, event)
         except DuplicateEventError as e:
             raise HTTPException(409, str(e)) from None
+        except LogWriteError as e:
+            state.metrics.feedback_failures.inc()
+            log.error("feedback log write failed (rolled back): %s", e)
+            if e.full:
+                raise HTTPException(507, "the feedback log's disk is full: nothing was written; "
+                                    "retry later") from None  # fmt: skip
+            raise HTTPException(503, "the feedback log could not be written: nothing was "
+                                "written; retry later", {"Retry-After": "5"}) from None  # fmt: skip
         (state.metrics.feedback if written else state.metrics.feedback_duplicates).inc()
-        if written and state.router is not None and cfg.remember_feedback:
-            await asyncio.to_thread(state.gate.remember, state.router, event, pad_to=state.sizes[0])
-        return FeedbackResponse(id=event["id"], written=written)
+        teaches = (
+            platform is not None
+            and state.learner is not None
+            and body.outcome in ("accepted", "rerouted")
+        )
+        memory = "ignored"
+        if teaches:
+            memory = "remembered" if await asyncio.to_thread(state.learn) else "pending"
+            if memory == "pending" and state.router is not None:
+                memory = "ignored"  # the served router has no memory API
+        return FeedbackResponse(id=event["id"], written=written, memory=memory)
 
+    @app.head("/healthz", include_in_schema=False)  # load balancers probe with HEAD
     @app.get("/healthz", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
     async def healthz() -> JSONResponse:
         version = state.router.version if state.router is not None else None
@@ -361,6 +476,7 @@ async def _reload(state: _State, checkpoint: str | None) -> ReloadResponse:
         raise HTTPException(409, "a reload is already in progress")
     async with state.reload_lock:
         start = time.perf_counter()
+        stamp = await asyncio.to_thread(_checkpoint_stamp, target)  # what this load reads
         try:
             new = await asyncio.to_thread(state.load, target)
         except ProbeFailed as e:
@@ -373,9 +489,10 @@ async def _reload(state: _State, checkpoint: str | None) -> ReloadResponse:
                 422, "reload failed: the checkpoint could not be loaded (details in the server log)"
             ) from None
         previous = state.router.version if state.router is not None else ""
-        state.router = new  # atomic swap; running batches keep their reference
+        await asyncio.to_thread(state.swap, new)  # running requests keep their reference
         state.degraded = None
         state.checkpoint = target
+        state.loaded_stamp = stamp
         state.metrics.set_model_version(new.version)
         state.metrics.reloads.inc()
         return ReloadResponse(
@@ -386,14 +503,21 @@ async def _reload(state: _State, checkpoint: str | None) -> ReloadResponse:
 
 
 async def _watch(state: _State) -> None:
-    stamp = _checkpoint_stamp(state.checkpoint)
+    """Reload once per change of the served checkpoint's files: the stamp compared is the
+    one the last load (watched or admin) read, so an admin reload is not repeated, and a
+    reload in progress is waited for, never answered 409."""
+    failed: float | None = None
     while True:
         await asyncio.sleep(state.cfg.watch_seconds)
-        now = _checkpoint_stamp(state.checkpoint)
-        if now != stamp and state.router is not None:
-            stamp = now
-            # a half-written checkpoint fails to load: keep serving, retry on the next change
-            try:
-                await _reload(state, None)
-            except HTTPException as e:
-                log.warning("watched reload failed, still serving: %s", e.detail)
+        if state.router is None or state.reload_lock.locked():
+            continue
+        now = await asyncio.to_thread(_checkpoint_stamp, state.checkpoint)
+        if now == state.loaded_stamp or now == failed:
+            continue
+        # a half-written checkpoint fails to load: keep serving, retry on the next change
+        try:
+            await _reload(state, None)
+            failed = None
+        except HTTPException as e:
+            failed = now
+            log.warning("watched reload failed, still serving: %s", e.detail)

@@ -10,17 +10,27 @@ writers appended since its last look (from a remembered offset), so the check ho
 across processes and costs only the new bytes. The ids seen are kept in memory (one
 short string per event, the price of never writing an event twice); the same id with a
 different body is a `DuplicateEventError`, so a client bug is not silently absorbed.
+
+Never torn: an event is acknowledged only after its whole line is written and fsync-ed.
+A short or failed write (a full disk, a quota) is rolled back by truncating the file to
+its size before the write, and raised as `LogWriteError` (the server answers 507 or 503),
+so the next event starts on a clean line. A tail without a newline that a crashed writer
+left behind (never acknowledged) is moved to `<log>.torn` before the next write.
+The log must be a regular file (`check_log_path`): a FIFO, a device or a dangling link is
+refused at start, and re-checked on every open.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +40,10 @@ from pydantic import ValidationError
 from studio_align.catalog import Catalog
 from studio_align.data.reader import route_problem
 from studio_align.data.schemas import EVENT_ADAPTER, RouteEvent
+from studio_align.errors import ConfigError
+
+Writer = Callable[[int, bytes], int]
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class DuplicateEventError(ValueError):
@@ -37,15 +51,44 @@ class DuplicateEventError(ValueError):
 
 
 def _digest(event: Mapping[str, Any]) -> str:
-    """What identifies an event's content (not its timestamp, which a retry changes)."""
-    body = {k: v for k, v in event.items() if k not in ("ts",)}
+    """What identifies an event's content (not its timestamp or its seal, which a retry
+    changes)."""
+    body = {k: v for k, v in event.items() if k not in ("ts", "auth")}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
+class LogWriteError(OSError):
+    """An event could not be written whole; the log was rolled back to its last line.
+    `full` when the disk or a quota is full (507), else another I/O failure (503)."""
+
+    @property
+    def full(self) -> bool:
+        return self.errno in FULL_ERRNOS
+
+
+def check_log_path(path: Path) -> None:
+    """Refuse a feedback-log path that is not (or cannot become) a regular file."""
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(f"feedback_log: {path} is a dangling symbolic link")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"feedback_log: {path} is not a regular file (a FIFO, device or folder)")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ConfigError(f"feedback_log: {path.parent} is not a folder")
+
+
 class FeedbackLog:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, write: Writer = os.write) -> None:
+        """`write`: the `os.write` to use (a test injects a failing one)."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_log_path(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(
+                f"feedback_log: cannot create {self.path.parent} ({e.strerror})"
+            ) from None
+        check_log_path(self.path)
+        self._write = write
         self._lock = threading.Lock()
         self._seen: dict[str, str] = {}  # event id -> content digest
         self._offset = 0
@@ -76,10 +119,11 @@ class FeedbackLog:
         line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         event_id, digest = str(event["id"]), _digest(event)
         with self._lock:
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = self._open()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
+                    self._repair_tail(fd)
                     self._catch_up(fd)
                     known = self._seen.get(event_id)
                     if known is not None:
@@ -88,10 +132,7 @@ class FeedbackLog:
                                 f"event id {event_id!r} was already used for a different event"
                             )
                         return False
-                    written = os.write(fd, line)
-                    if written != len(line):  # pragma: no cover - disk full or similar
-                        raise OSError(f"{self.path}: short write ({written}/{len(line)} bytes)")
-                    os.fsync(fd)
+                    self._write_whole(fd, line)
                     self._offset = os.fstat(fd).st_size
                     self._seen[event_id] = digest
                     return True
@@ -99,6 +140,55 @@ class FeedbackLog:
                     fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
+
+    def _open(self) -> int:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as e:
+            raise LogWriteError(e.errno or errno.EIO, f"{self.path}: {e.strerror}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise LogWriteError(errno.EINVAL, f"{self.path}: not a regular file")
+        return fd
+
+    def _write_whole(self, fd: int, line: bytes) -> None:
+        """Write `line` and fsync it, or roll the file back to its size before and raise."""
+        before = os.fstat(fd).st_size
+        try:
+            done = 0
+            while done < len(line):
+                n = self._write(fd, line[done:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, "no bytes written")
+                done += n
+            os.fsync(fd)
+        except OSError as e:
+            try:
+                os.ftruncate(fd, before)
+                os.fsync(fd)
+            except OSError:  # pragma: no cover - the repair itself failed
+                pass
+            code = e.errno or errno.EIO
+            raise LogWriteError(code, f"{self.path}: {e.strerror or e}") from None
+
+    def _repair_tail(self, fd: int) -> None:
+        """Move a torn tail (bytes after the last newline: a writer that crashed before
+        its fsync, never acknowledged) to `<log>.torn`, so no event is glued onto it."""
+        size = os.fstat(fd).st_size
+        if size == 0 or size < self._offset:
+            return
+        if os.pread(fd, 1, size - 1) == b"\n":
+            return
+        start = max(0, size - (1 << 20))
+        chunk = os.pread(fd, size - start, start)
+        cut = start + chunk.rfind(b"\n") + 1  # no newline at all: the whole chunk is torn
+        torn = os.pread(fd, size - cut, cut)
+        with open(str(self.path) + ".torn", "ab") as f:
+            f.write(torn + b"\n")
+        os.ftruncate(fd, cut)
+        os.fsync(fd)
+        self._offset = min(self._offset, cut)
 
 
 def route_event(

@@ -81,6 +81,21 @@ class Metrics:
             "Feedback posts whose event id was already written (not written again).",
             registry=r,
         )
+        self.feedback_failures = Counter(
+            "studio_align_feedback_failures",
+            "Feedback posts the log could not take (rolled back; answered 503 or 507).",
+            registry=r,
+        )
+        self.auth_failures = Counter(
+            "studio_align_auth_failures",
+            "Requests refused for missing, wrong or replayed platform signatures.",
+            registry=r,
+        )
+        self.rate_limited = Counter(
+            "studio_align_feedback_rate_limited",
+            "Feedback posts refused by the per-source or per-creator rate limit (429).",
+            registry=r,
+        )
         self.reloads = Counter(
             "studio_align_reloads", "Successful model reloads (hot swaps).", registry=r
         )

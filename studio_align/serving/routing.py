@@ -12,9 +12,9 @@ why, and where the plan came from:
 * any other router (`route` only) answers with its raw confidence and source `model`.
 The server's `abstain_below`, when set, applies on top of either (reason `low_confidence`).
 
-Feedback: an accepted or re-routed event becomes an exemplar (`Router.remember`) at once,
-so the next request of that creator can use it without retraining; the memory is saved
-beside the checkpoint when the server stops (`Router.save_state`).
+Feedback: a signed accepted or re-routed event becomes an exemplar at once, so the next
+request of that creator can use it without retraining; the memory is a view of the
+feedback log, rebuilt with every model load (`learning.py`), never saved by the server.
 
 Design choice: model calls and memory updates are serialised by one lock (`ModelGate`), so a
 lookup never sees an exemplar half-added and two JAX calls never contend for the 2 cores.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 
@@ -58,12 +57,12 @@ class ModelGate:
     """One lock around every call into a router (see module docstring)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # also held by the learner while it adds exemplars
 
     def route(self, router: Any, items: list[dict[str, Any]]) -> list[Routed]:
         """Route `items` (request dicts, optionally with `creator`) in one model call."""
         requests = [{"text": i["text"], "attachments": i.get("attachments", [])} for i in items]
-        with self._lock:
+        with self.lock:
             if can_decide(router):
                 creators = [i.get("creator") for i in items]
                 ds = router.decide(requests, creators=creators, batch_size=len(requests))
@@ -74,28 +73,3 @@ class ModelGate:
                 ]  # fmt: skip
             plans, confs = router.route(requests)
         return [Routed(p, _finite(c), router.version) for p, c in zip(plans, confs, strict=True)]
-
-    def remember(self, router: Any, event: dict[str, Any], *, pad_to: int = 1) -> bool:
-        """Add an accepted / re-routed feedback event to the router's memory; False when the
-        router has no memory API or the event carries no plan the creator kept. `pad_to`:
-        the server's smallest batch bucket, so embedding it needs no new compile."""
-        if event.get("outcome") not in ("accepted", "rerouted"):
-            return False
-        if not callable(getattr(router, "remember", None)):
-            return False
-        plan = event.get("final") or event.get("proposed")
-        if not plan:
-            return False
-        with self._lock:
-            return bool(
-                router.remember([event["request"]], [plan], [event.get("creator")], pad_to=pad_to)
-            )
-
-    def save_memory(self, router: Any, directory: str | Path) -> bool:
-        """Persist the router's memory beside its checkpoint; False when there is none."""
-        memory = getattr(router, "memory", None)
-        if memory is None or not len(memory):
-            return False
-        with self._lock:
-            memory.save(directory)
-        return True

@@ -80,6 +80,10 @@ class FeedbackRequest(BaseModel):
 class FeedbackResponse(BaseModel):
     id: str
     written: bool = True  # False: an event with this id was already in the log
+    # remembered: in the exemplar memory now; pending: logged during warm-up, in the memory
+    # once the model is ready; ignored: teaches the memory nothing (unsigned, abandoned,
+    # or the memory is off)
+    memory: Literal["remembered", "pending", "ignored"] = "ignored"
 
 
 class ErrorResponse(BaseModel):

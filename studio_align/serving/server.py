@@ -10,8 +10,12 @@ Design choices:
   (one header byte every few seconds keeps it alive). The bounded protocols add a
   deadline: a connection must deliver each complete request within `request_timeout_s`
   of the connection opening or of the previous response, or it is closed. A request
-  head (request line + headers) over `MAX_HEADER_BYTES` is refused with a 400, and
-  `max_connections` caps how many connections may be open (uvicorn answers 503 beyond it).
+  head (request line + headers) over `MAX_HEADER_BYTES` is refused with a 400.
+* Connections are capped twice: `max_connections` in all and `max_connections_per_client`
+  per client address, so one client's idle sockets cannot lock everyone out. Beyond a cap
+  the connection gets a 503 and is closed at once.
+* Refusals the protocol answers itself (a malformed request, a cap) use the app's JSON
+  error shape, `{"error": "..."}`, like every other error.
 * HTTP parsing is httptools (llhttp, C; part of `uvicorn[standard]`); h11 stays available
   (`protocol_for(cfg, parser="h11")`). Issue 14: at concurrency 8 the pure-Python h11 parser was ~40 %
   of the event loop's ~1.5 ms per request, time during which the next batch's requests
@@ -22,7 +26,9 @@ Design choices:
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +46,55 @@ from studio_align.serving.settings import check_bind
 MAX_HEADER_BYTES = 16 * 1024
 
 
+def json_refusal(status: int, phrase: str, reason: str) -> bytes:
+    """A whole HTTP/1.1 response in the app's error shape, closing the connection."""
+    body = json.dumps({"error": reason}).encode()
+    head = (
+        f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
 class _ReadDeadline:
     """A per-request read deadline (`request_timeout`) for a uvicorn HTTP protocol: armed
     when the connection opens and after each response; on expiry, a connection still
-    reading its request is closed. Subclasses say whether they are reading (`_reading`)."""
+    reading its request is closed. Subclasses say whether they are reading (`_reading`).
+    Also the connection caps (`_admit`) and JSON refusals (`send_400_response`)."""
 
     request_timeout: float = 10.0
+    max_open: int = 256
+    max_per_client: int = 32
+    open_by_client: Counter[str]  # shared by every connection of one server (`protocol_for`)
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     _deadline: asyncio.TimerHandle | None = None
+    _peer: str | None = None
+
+    def _admit(self, transport: asyncio.Transport) -> bool:
+        """Count this connection, or refuse it with a JSON 503 when a cap is reached."""
+        peer = transport.get_extra_info("peername")
+        addr = str(peer[0]) if isinstance(peer, tuple) and peer else "-"
+        counts = self.open_by_client
+        if counts[addr] >= self.max_per_client or counts.total() >= self.max_open:
+            transport.write(json_refusal(503, "Service Unavailable",
+                                         "too many open connections: retry later"))  # fmt: skip
+            transport.close()
+            return False
+        counts[addr] += 1
+        self._peer = addr
+        return True
+
+    def _release(self) -> None:
+        if self._peer is not None:
+            self.open_by_client[self._peer] -= 1
+            if self.open_by_client[self._peer] <= 0:
+                del self.open_by_client[self._peer]
+            self._peer = None
+
+    def send_400_response(self, msg: str) -> None:
+        self.transport.write(json_refusal(400, "Bad Request", msg))
+        self.transport.close()
 
     def _reading(self) -> bool:
         raise NotImplementedError
@@ -72,7 +118,8 @@ class BoundedH11Protocol(_ReadDeadline, H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        if self._admit(transport):
+            self._arm()
 
     def _reading(self) -> bool:
         return self.conn.their_state in (h11.IDLE, h11.SEND_BODY)
@@ -84,6 +131,7 @@ class BoundedH11Protocol(_ReadDeadline, H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._release()
         super().connection_lost(exc)
 
 
@@ -99,7 +147,8 @@ class BoundedHttpToolsProtocol(_ReadDeadline, HttpToolsProtocol):
         self._in_request = False  # a request begun and not yet read to its end
         self._in_head = True
         self._head_bytes = 0
-        self._arm()
+        if self._admit(transport):
+            self._arm()
 
     def _reading(self) -> bool:
         """Waiting for request bytes: a request is part-read, or none awaits its response."""
@@ -132,6 +181,7 @@ class BoundedHttpToolsProtocol(_ReadDeadline, HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._release()
         super().connection_lost(exc)
 
 
@@ -168,7 +218,16 @@ def protocol_for(cfg: ServeConfig, *, parser: str = "httptools") -> type[asyncio
     base: type[asyncio.Protocol] = (
         BoundedH11Protocol if parser == "h11" else BoundedHttpToolsProtocol
     )
-    return type("ServeProtocol", (base,), {"request_timeout": cfg.request_timeout_s})
+    return type(
+        "ServeProtocol",
+        (base,),
+        {
+            "request_timeout": cfg.request_timeout_s,
+            "max_open": cfg.max_connections,
+            "max_per_client": cfg.max_connections_per_client,
+            "open_by_client": Counter(),
+        },
+    )
 
 
 def serve(cfg: ServeConfig, *, log_level: str = "warning") -> None:
@@ -194,7 +253,8 @@ def serve(cfg: ServeConfig, *, log_level: str = "warning") -> None:
         loop="auto",
         http=protocol_for(cfg),
         timeout_keep_alive=cfg.keep_alive_s,
-        limit_concurrency=cfg.max_connections,
+        # the caps are the protocol's (`_admit`): uvicorn's own answers in plain text
+        limit_concurrency=None,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         timeout_graceful_shutdown=5,
         server_header=False,

@@ -6,6 +6,10 @@ Design choices:
   so a server bound to anything but a loopback address must have an `admin_token`
   (at least `MIN_TOKEN_CHARS` characters); without one it refuses to start and says
   why. On loopback with no token the admin routes stay open to local callers only.
+* **Feedback is refused rather than trusted.** A server bound to anything but loopback
+  must have platform keys (`feedback_keys_file`, `auth.py`); with keys, unsigned feedback
+  is refused (401) and only signed events teach the memory. On loopback without keys,
+  feedback is written to the log for training and teaches the memory nothing.
 * **Reloads come only from configured roots** (`checkpoint_roots`, default: the parent
   folder of the starting checkpoint). A target is resolved (symlinks followed) before it
   is compared, so `..` and links cannot step outside; nothing is opened or stat-ed for a
@@ -28,6 +32,7 @@ from pydantic import Field
 
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
+from studio_align.router.memory import MemorySettings
 
 MIN_TOKEN_CHARS = 16
 FEEDBACK_FILE = "route_events.jsonl"
@@ -44,7 +49,16 @@ class ServeConfig(Strict):
     # None: the checkpoint's own decision (thresholds fitted on validation and saved with
     # its calibration), 0.5 for a router without one; a number applies on top of either
     abstain_below: float | None = Field(None, ge=0.0, le=1.0)
-    remember_feedback: bool = True  # accepted / re-routed feedback -> exemplar memory
+    remember_feedback: bool = True  # signed accepted / re-routed feedback -> exemplar memory
+    # TOML `[platforms]` id = "secret" (>= 32 chars): who may sign feedback (docs/serving.md)
+    feedback_keys_file: str | None = None
+    memory: MemorySettings | None = None  # None: the checkpoint memory's settings, or defaults
+    # feedback posts per second (and burst) per source (a platform, or a client address
+    # when unsigned), and per creator
+    feedback_rate: float = Field(50.0, gt=0.0, le=1e6)
+    feedback_burst: int = Field(200, ge=1)
+    creator_feedback_rate: float = Field(1.0, gt=0.0, le=1e6)
+    creator_feedback_burst: int = Field(30, ge=1)
     max_batch: int = Field(64, ge=1, le=1024)
     # Batches are padded up to one of these sizes (repeating the last request), so only a
     # few shapes are ever compiled; batch compute on CPU barely grows within a bucket.
@@ -58,6 +72,7 @@ class ServeConfig(Strict):
     request_timeout_s: float = Field(10.0, gt=0.0, le=600.0)
     keep_alive_s: int = Field(5, ge=1, le=600)
     max_connections: int = Field(256, ge=1)
+    max_connections_per_client: int = Field(32, ge=1)  # one address cannot take them all
     # numpy BLAS threads (memory lookup, calibration): the products are tiny and XLA's pool
     # already uses the cores, so more threads only spin; 0 keeps the library's default
     blas_threads: int = Field(1, ge=0)
@@ -87,6 +102,12 @@ def check_bind(cfg: ServeConfig) -> None:
             f"host {cfg.host!r} is not a loopback address, so /admin/reload would be open to "
             "the network: set an admin token (STUDIO_ALIGN_ADMIN_TOKEN or --set admin_token=...)"
             " or bind 127.0.0.1"
+        )
+    if cfg.feedback_keys_file is None and not is_loopback(cfg.host):
+        raise ConfigError(
+            f"host {cfg.host!r} is not a loopback address, so /v1/feedback would let anyone "
+            "teach the memory: set feedback_keys_file (platform keys, docs/serving.md) or "
+            "bind 127.0.0.1"
         )
 
 

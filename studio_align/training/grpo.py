@@ -9,7 +9,7 @@ One step:
    no signal and are dropped, and fresh prompts are drawn until the step has
    `prompts_per_step` informative groups (at most `max_resample` extra rollouts; if still
    short, the step is filled with dropped groups, whose advantages are 0).
-2. Rewards: the plugin rewards combined with config weights (`rewards.score_batch`),
+2. Rewards: the plugin rewards combined with config weights (`scoring.score_batch`),
    plus DAPO's soft overlong penalty counted in tokens.
 3. Advantages per group (`grpo`, `dr_grpo` or `rloo`), reference log-probs if beta > 0.
 4. `mu` passes over the rollout in `minibatches` minibatches, one optimizer update each,

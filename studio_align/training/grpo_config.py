@@ -18,7 +18,8 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from studio_align.config import Strict
-from studio_align.rewards import RewardCallConfig, as_rewards, score_batch
+from studio_align.rewards import RewardCallConfig, as_rewards
+from studio_align.scoring import score_batch
 from studio_align.training.policy import Rollout
 
 RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]

@@ -95,8 +95,21 @@ def prepare_run_dir(cfg: Any) -> Path:
     if cfg.run_dir is None:
         raise ConfigError("run_dir: this run writes a model and needs a directory")
     run_dir = Path(cfg.run_dir)
+    if not str(cfg.run_dir).strip() or run_dir.resolve() == Path.cwd().resolve():
+        raise ConfigError("run_dir: empty or the working directory; name a folder for the run")
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"run_dir: {run_dir} exists and is not a directory")
+    model = getattr(cfg, "model", None)
+    for key in ("init_from", "reference", "base"):
+        src = getattr(model, key, None)
+        if src is None:
+            continue
+        src_r, run_r = Path(src).resolve(), run_dir.resolve()
+        if src_r == run_r or src_r.is_relative_to(run_r) or run_r.is_relative_to(src_r):
+            raise ConfigError(
+                f"run_dir: {run_dir} overlaps model.{key} ({src}): a run never writes into "
+                "the checkpoint it starts from; choose another run_dir"
+            )
     run_dir.mkdir(parents=True, exist_ok=True)
     if is_main_process():
         (run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")

@@ -12,6 +12,14 @@
   colloquial-phrasing lever was built or tuned, weighted to how people actually type to a
   creative tool (Chinese particles and verbs such as 帮我/整个/搞/弄/呗/吧, fragments,
   run-on briefs, code-switching, typos, product names). Validation only, never training.
+- `handwritten_v3`: 96 requests (48 English, 48 Chinese) written before the pretrained
+  encoder was built or tuned, in styles none of the sets above has: `emoji`, `voice`
+  (dictation with fillers, no punctuation), `slang` (internet slang: no cap, yyds, 绝绝子,
+  拉胯), `runon`, `formal` (a client's brief or email), `negation` (says what it does not
+  want: "no music, just the motion"), `hashtag`, `shout` (capitals, !!!), `question`
+  (indirect: "is it possible to..."), `codeswitch` (English and Chinese inside one
+  clause), `spec` (key: value briefs) and `traditional` (Traditional Chinese).
+  An evaluation set: never used to choose a setting.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -26,9 +34,15 @@ from studio_align.errors import DataError
 from studio_align.router.demo import read_examples
 
 HERE = Path(__file__).resolve().parent
-SETS = ("handwritten_v1", "handwritten_v2", "handwritten_val", "handwritten_val2")
+SETS = (
+    "handwritten_v1",
+    "handwritten_v2",
+    "handwritten_v3",
+    "handwritten_val",
+    "handwritten_val2",
+)
 VAL_SETS = ("handwritten_val", "handwritten_val2")
-EVAL_SETS = ("handwritten_v1", "handwritten_v2")
+EVAL_SETS = ("handwritten_v1", "handwritten_v2", "handwritten_v3")
 
 
 def path(name: str) -> Path:

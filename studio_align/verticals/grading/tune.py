@@ -132,7 +132,7 @@ def tune_grading(
     requests: list[str],
     cfg: GradingTuneConfig,
     *,
-    rewards: dict[str, Any],
+    rewards: Mapping[str, Any],
     context: dict[str, Any] | None = None,
     creator: str | None = None,
     run_dir: str | None = None,

@@ -17,9 +17,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from studio_align.cli import cli_errors, main
-from studio_align.cli.eval_cmd import eval_group
-from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+from studio_align.commands import echo_result, load_run_config, run_config_options
 from studio_align.jsonsafe import json_safe
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, load_flow
 from studio_align.verticals.flow.creators import CREATORS, write_png
@@ -33,16 +31,15 @@ def _checkpoint(path: str) -> Path:
     return BASE_WEIGHTS if path == "base" else Path(path)
 
 
-@train.command("flow")
+@click.command("flow")
 @run_config_options
 def train_flow(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Pretrain the rectified-flow generator (procedural verticals or a manifest)."""
-    with cli_errors():
-        cfg = load_run_config(FlowPretrainConfig, config, overrides)
-        echo_result(pretrain_flow(cfg), as_json)
+    cfg = load_run_config(FlowPretrainConfig, config, overrides)
+    echo_result(pretrain_flow(cfg), as_json)
 
 
-@main.command("generate")
+@click.command("generate")
 @click.option("--checkpoint", required=True, help="Flow checkpoint directory/file, or 'base'.")
 @click.option("--tags", required=True, help='"vertical: tag, tag", e.g. "product: lifestyle".')
 @click.option("--n", "n", type=click.IntRange(1, 4096), default=8, show_default=True)
@@ -54,17 +51,16 @@ def generate_cmd(
     checkpoint: str, tags: str, n: int, out: Path, steps: int, guidance: float, seed: int
 ) -> None:
     """Write N PNGs sampled for a tag set (Euler ODE, classifier-free guidance)."""
-    with cli_errors():
-        vertical, tag_set = parse_prompt(tags)
-        model, _ = load_flow(_checkpoint(checkpoint))
-        images = generate(model, [(vertical, tag_set)], n, seed=seed, steps=steps,
-                          guidance=guidance)[0]  # fmt: skip
-        for i, im in enumerate(images):
-            write_png(im, out / f"{i:04d}.png")
-        click.echo(f"wrote {n} images to {out}")
+    vertical, tag_set = parse_prompt(tags)
+    model, _ = load_flow(_checkpoint(checkpoint))
+    images = generate(model, [(vertical, tag_set)], n, seed=seed, steps=steps,
+                      guidance=guidance)[0]  # fmt: skip
+    for i, im in enumerate(images):
+        write_png(im, out / f"{i:04d}.png")
+    click.echo(f"wrote {n} images to {out}")
 
 
-@eval_group.command("flow")
+@click.command("flow")
 @click.option("--checkpoint", required=True, help="Aligned flow checkpoint.")
 @click.option(
     "--base", default="base", show_default=True, help="Base checkpoint ('base' = packaged)."
@@ -76,27 +72,26 @@ def eval_flow(
     checkpoint: str, base: str, n_per_set: int, as_json: bool, report: Path | None
 ) -> None:
     """Per creator: win rate vs base, diversity and Fréchet distance ratios."""
-    with cli_errors():
-        aligned, _ = load_flow(_checkpoint(checkpoint))
-        ref, _ = load_flow(_checkpoint(base))
-        data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0
-        cache: dict[str, np.ndarray] = {}
-        out = {
-            name: compare(
-                ref, aligned, taste, data_images=data, n_per_set=n_per_set, base_samples=cache
+    aligned, _ = load_flow(_checkpoint(checkpoint))
+    ref, _ = load_flow(_checkpoint(base))
+    data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0
+    cache: dict[str, np.ndarray] = {}
+    out = {
+        name: compare(
+            ref, aligned, taste, data_images=data, n_per_set=n_per_set, base_samples=cache
+        )
+        for name, taste in CREATORS.items()
+    }
+    if report is not None:
+        report.mkdir(parents=True, exist_ok=True)
+        (report / "flow_eval.json").write_text(json.dumps(json_safe(out), indent=2))
+    if as_json:
+        click.echo(json.dumps(json_safe(out), indent=2))
+        return
+    for name, rep in out.items():
+        for split in ("train", "heldout"):
+            m = rep[split]
+            click.echo(
+                f"{name:8s} {split:8s} win_rate={m['win_rate']:.3f} "
+                f"diversity={m['diversity/ratio']:.2f}x fd={m['fd/ratio']:.2f}x"
             )
-            for name, taste in CREATORS.items()
-        }
-        if report is not None:
-            report.mkdir(parents=True, exist_ok=True)
-            (report / "flow_eval.json").write_text(json.dumps(json_safe(out), indent=2))
-        if as_json:
-            click.echo(json.dumps(json_safe(out), indent=2))
-            return
-        for name, rep in out.items():
-            for split in ("train", "heldout"):
-                m = rep[split]
-                click.echo(
-                    f"{name:8s} {split:8s} win_rate={m['win_rate']:.3f} "
-                    f"diversity={m['diversity/ratio']:.2f}x fd={m['fd/ratio']:.2f}x"
-                )

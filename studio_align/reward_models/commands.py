@@ -1,14 +1,19 @@
-"""`studio-align train reward --config RUN.toml`: aesthetic reward model from selections."""
+"""`studio-align train reward --config RUN.toml`: aesthetic reward model from selections.
+
+Added by the reward models' plugin (`plugin.py`), imported only when it runs.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+import click
+
+from studio_align.commands import echo_result, load_run_config, run_config_options
 from studio_align.reward_models.train import RewardTrainConfig, train_reward
 
 
-@train.command("reward")
+@click.command("reward")
 @run_config_options
 def reward(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Bradley-Terry reward model over image embeddings from selection logs.

@@ -1,6 +1,7 @@
 """The grading vertical's commands: `train grading`, `grade`, `eval grading`, `data demo-grading`.
 
 Thin: each parses options, calls one library function in `verticals.grading` and prints.
+Added by the vertical's plugin (`plugin.py`), imported only when one of them runs.
 """
 
 from __future__ import annotations
@@ -10,10 +11,7 @@ from pathlib import Path
 
 import click
 
-from studio_align.cli import main
-from studio_align.cli.data_cmd import data
-from studio_align.cli.eval_cmd import eval_group
-from studio_align.cli.train_cmd import echo_result, load_run_config, run_config_options, train
+from studio_align.commands import echo_result, load_run_config, run_config_options
 from studio_align.errors import DataError
 from studio_align.jsonsafe import json_safe
 from studio_align.verticals.grading.apply import grade_files
@@ -23,7 +21,7 @@ from studio_align.verticals.grading.run_config import GradingRunConfig
 from studio_align.verticals.grading.train import train_grading
 
 
-@train.command("grading")
+@click.command("grading")
 @run_config_options
 def train_grading_cmd(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Grading model from retouch, selection and rating logs over the platform's images.
@@ -58,7 +56,7 @@ def train_grading_cmd(config: Path | None, overrides: tuple[str, ...], as_json: 
         click.echo(f"  skipped: {p}", err=True)
 
 
-@main.command("grade")
+@click.command("grade")
 @click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path), help="RUN_DIR/model of `train grading`.")  # fmt: skip
 @click.option("--creator", required=True, help="Whose grade (an unknown creator gets the population's).")  # fmt: skip
 @click.option("--style", default="", help="Style request, e.g. 'warm film look'.")
@@ -106,7 +104,7 @@ def grade(
         click.echo(f"  skipped {path}: {why}", err=True)
 
 
-@eval_group.command("grading")
+@click.command("grading")
 @click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))  # fmt: skip
 @click.option("--logs", required=True, multiple=True, type=click.Path(exists=True, path_type=Path), help="Logs (held-out groups are selected with the run's split).")  # fmt: skip
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), help="Write index.html with before/after grids.")  # fmt: skip
@@ -138,7 +136,7 @@ def eval_grading(
         click.echo(f"report: {fig['report']}")
 
 
-@data.command("demo-grading")
+@click.command("demo-grading")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--retouches", type=click.IntRange(0), default=60, show_default=True, help="Per creator.")  # fmt: skip
 @click.option("--selections", type=click.IntRange(0), default=60, show_default=True, help="Per creator.")  # fmt: skip

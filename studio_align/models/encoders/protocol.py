@@ -1,0 +1,81 @@
+"""`TextEncoder`: what a pretrained text encoder offers the products that build on it.
+
+An encoder is two halves kept apart on purpose: `tokenize` (host side, strings to padded
+ids and a mask) and `__call__` (an NNX module's forward pass, ids to vectors), so the
+forward pass jits, batches and trains like any other module while tokenization stays in
+the well-kept library each encoder was built with. `encode_texts` joins the halves for
+inference: it pads each batch's length up to a power of two, so routing new text of a
+seen length bucket never recompiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import jax
+import numpy as np
+from flax import nnx
+
+
+class Tokens(NamedTuple):
+    """Right-padded token ids `[B, L]` and their mask (True = a real token)."""
+
+    ids: np.ndarray
+    mask: np.ndarray
+
+
+@runtime_checkable
+class TextEncoder(Protocol):
+    """A pretrained encoder of text into `dim`-dimensional vectors."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def tokenize(self, texts: Sequence[str], *, length: int | None = None) -> Tokens:
+        """Ids padded to `length` (default: the longest text); longer texts are truncated."""
+        ...
+
+    def __call__(self, ids: jax.Array, mask: jax.Array) -> jax.Array:
+        """Sentence vectors `[B, dim]` (float32)."""
+        ...
+
+
+def pad_ids(rows: Sequence[Sequence[int]], length: int | None, pad_id: int = 0) -> Tokens:
+    """Right-pad (or truncate) id lists to one length."""
+    n = max((len(r) for r in rows), default=1) if length is None else length
+    ids = np.full((len(rows), max(n, 1)), pad_id, np.int32)
+    mask = np.zeros(ids.shape, bool)
+    for i, r in enumerate(rows):
+        r = list(r)[: ids.shape[1]]
+        ids[i, : len(r)] = r
+        mask[i, : len(r)] = True
+    return Tokens(ids, mask)
+
+
+def bucket(n: int, minimum: int = 16) -> int:
+    """The power of two >= n (at least `minimum`)."""
+    b = minimum
+    while b < n:
+        b *= 2
+    return b
+
+
+@nnx.jit
+def _forward(encoder: nnx.Module, ids: jax.Array, mask: jax.Array) -> jax.Array:
+    return encoder(ids, mask)  # type: ignore[operator]
+
+
+def encode_texts(encoder: TextEncoder, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+    """Vectors `[N, dim]` for `texts`, in batches of at most `batch_size` (both the batch
+    and the token length are rounded up to powers of two, so shapes repeat)."""
+    out = np.zeros((len(texts), encoder.dim), np.float32)
+    for start in range(0, len(texts), batch_size):
+        chunk = list(texts[start : start + batch_size])
+        tok = encoder.tokenize(chunk)
+        length = bucket(tok.ids.shape[1])
+        rows = min(batch_size, bucket(len(chunk), 1))  # the batch dimension is bucketed too
+        tok = encoder.tokenize(chunk + [""] * (rows - len(chunk)), length=length)
+        vec = _forward(encoder, tok.ids, tok.mask)  # type: ignore[arg-type]
+        out[start : start + len(chunk)] = np.asarray(vec)[: len(chunk)]
+    return out

@@ -1,0 +1,135 @@
+"""The server's learning loop: its exemplar memory is a view of the feedback log.
+
+Design choice (durability): the server never saves a memory. The feedback log is the
+one record of what was learned: every acknowledged event is in it, fsync-ed, before the
+answer goes out (`feedback.py`). A `Learner` rebuilds the memory from the log whenever a
+model is loaded (at start and on every reload, with that model's embeddings, which an
+old memory's could not match anyway), then follows the log: each new complete line is
+added once. So after a SIGKILL, a reload or with a read-only model folder, every
+acknowledged event still counts, and feedback that arrived during warm-up is in the
+memory as soon as the model is ready.
+
+What counts: an accepted or re-routed event sealed by a configured platform's key
+(`auth.Verifier.opened_by`), whose plan the router could have produced itself. Its
+creator is keyed `<platform>:<creator>` and its source is the platform, so population
+votes and source quotas are per platform (`router/memory.py`). Unsealed lines (written
+by a server without platform keys, or by hand) are kept in the log for training and
+teach the memory nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from studio_align.router.memory import ExemplarMemory, MemorySettings
+from studio_align.serving.auth import Verifier, creator_key
+
+CHUNK_BYTES = 4 << 20
+
+
+class Learner:
+    """Builds and follows a router's memory from the feedback log (module docstring)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        verifier: Verifier,
+        *,
+        settings: MemorySettings | None = None,
+        buckets: Sequence[int] = (1,),
+    ) -> None:
+        self.path = Path(path)
+        self.verifier = verifier
+        self.settings = settings
+        self.buckets = sorted(buckets)
+        self.offsets: dict[int, int] = {}  # id(router) -> bytes of the log it has learned
+        self.lock = threading.Lock()
+
+    def supports(self, router: Any) -> bool:
+        return callable(getattr(router, "remember", None)) and self.verifier.enabled
+
+    def build(self, router: Any) -> int:
+        """Give `router` the memory of the whole log (on top of its checkpoint's memory);
+        returns the exemplars added."""
+        if not self.supports(router):
+            return 0
+        base = getattr(router, "memory", None)
+        if self.settings is not None:
+            base = (
+                ExemplarMemory(self.settings) if base is None else base.with_settings(self.settings)
+            )
+        router.memory = base if base is not None else ExemplarMemory()
+        self.offsets[id(router)] = 0
+        return self.follow(router)
+
+    def forget(self, router: Any) -> None:
+        self.offsets.pop(id(router), None)
+
+    def follow(self, router: Any) -> int:
+        """Add the log's complete lines `router` has not learned yet; returns how many."""
+        if id(router) not in self.offsets:
+            return 0
+        added = 0
+        while True:
+            events, end = self._read(self.offsets[id(router)])
+            added += self._learn(router, events)
+            if end == self.offsets[id(router)]:
+                return added
+            self.offsets[id(router)] = end
+
+    def _read(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return [], offset
+        try:
+            if os.fstat(fd).st_size < offset:  # the log was replaced: nothing to follow
+                return [], offset
+            data = os.pread(fd, CHUNK_BYTES, offset)
+        finally:
+            os.close(fd)
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        events = []
+        for line in data[:end].splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+        return events, offset + end
+
+    def _learn(self, router: Any, events: list[dict[str, Any]]) -> int:
+        reqs, plans, creators, sources = [], [], [], []
+        for e in events:
+            if e.get("type") != "route" or e.get("outcome") not in ("accepted", "rerouted"):
+                continue
+            platform = self.verifier.opened_by(e)
+            request, creator = e.get("request"), e.get("creator")
+            plan = e.get("final") if e.get("outcome") == "rerouted" else e.get("proposed")
+            if platform is None or not isinstance(request, dict) or not isinstance(creator, str):
+                continue
+            if not isinstance(plan, list) or not isinstance(request.get("text"), str):
+                continue
+            req = {"text": request["text"], "attachments": list(request.get("attachments", []))}
+            allowed = getattr(router, "plan_allowed", None)
+            if allowed is not None and not allowed(plan, req["attachments"]):
+                continue
+            reqs.append(req)
+            plans.append(plan)
+            creators.append(creator_key(platform, creator))
+            sources.append(platform)
+        top = self.buckets[-1]
+        n = 0
+        for s in range(0, len(reqs), top):
+            size = next(b for b in self.buckets if b >= len(reqs[s : s + top]))
+            sl = slice(s, s + top)
+            n += int(
+                router.remember(reqs[sl], plans[sl], creators[sl], sources=sources[sl], pad_to=size)
+            )
+        return n

@@ -1,0 +1,49 @@
+"""The exemplar memory alone: settings validated with the field named, plans checked at
+load, confidences in [0, 1], newest wins ties, and a flood evicts in bounded time without
+touching another source's exemplars."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from studio_align.errors import CheckpointError, ConfigError
+from studio_align.router.memory import ExemplarMemory
+
+
+def test_memory_settings_are_validated_with_the_field_named(tmp_path) -> None:
+    for bad in ({"creator_sim": -1.0}, {"population_sim": float("nan")}, {"capacity": 0}):
+        with pytest.raises(ConfigError, match=f"memory.{next(iter(bad))}"):
+            ExemplarMemory(**bad)
+    mem = ExemplarMemory()
+    mem.add(np.ones(4, np.float32), ["audio.music"] * 16, "c1", [])
+    mem.save(tmp_path)
+    with pytest.raises(CheckpointError, match=r"plans\[0\]: 16 steps"):
+        ExemplarMemory.load(tmp_path, max_steps=3)
+    meta = json.loads((tmp_path / "memory.json").read_text())
+    meta["settings"]["creator_sim"] = float("nan")
+    (tmp_path / "memory.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"settings\.creator_sim"):
+        ExemplarMemory.load(tmp_path, max_steps=3)
+
+
+def test_memory_confidence_is_clipped_and_newest_wins_ties() -> None:
+    mem = ExemplarMemory()
+    e = np.full(128, 0.1, np.float32)
+    mem.add(e, ["audio.music"], "c1", [])
+    mem.add(e, ["audio.speech"], "c1", [])
+    hit = mem.lookup(e * 3.0, "c1", [])
+    assert hit is not None and hit.plan == ("audio.speech",) and 0.0 <= hit.similarity <= 1.0
+
+
+def test_memory_flood_evicts_in_bounded_time_and_keeps_other_sources() -> None:
+    mem = ExemplarMemory(capacity=1000, max_source_share=0.5)
+    rng = np.random.default_rng(0)
+    mem.add(np.ones(16, np.float32), ["audio.music"], "p:ana", [], source="p")
+    for i in range(20_000):
+        mem.add(rng.normal(size=16), ["audio.speech"], f"q:{i}", [], source="q")
+    assert mem.counts()["sources"] == {"p": 1, "q": 500}
+    hit = mem.lookup(np.ones(16, np.float32), "p:ana", [])
+    assert hit is not None and hit.plan == ("audio.music",)
