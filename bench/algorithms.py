@@ -36,9 +36,9 @@ from flax import nnx
 def _setup(vocab: int, seed: int) -> dict:
     from studio_align.catalog import default_catalog
     from studio_align.data.compile import compile_logs, read_records
-    from studio_align.router.creators import demo_creator_data
-    from studio_align.router.demo import write_jsonl
+    from studio_align.router.data import write_jsonl
     from studio_align.router.format import build_tokenizer
+    from studio_align.simulate.router.creators import demo_creator_data
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-alg-"))
     data = demo_creator_data(seed=seed, n_train_creators=24, n_eval_creators=2)

@@ -25,7 +25,7 @@ from PIL import Image
 from studio_align.reward_models.cache import CachedEncoder
 from studio_align.reward_models.color_stats import ColorStatsEncoder
 from studio_align.reward_models.images import load_image
-from studio_align.verticals.grading.scenes import make_scenes
+from studio_align.simulate.grading.scenes import make_scenes
 
 
 def _encoders(args: argparse.Namespace) -> dict[str, object]:

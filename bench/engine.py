@@ -174,8 +174,8 @@ def bench_decode(cfg: ModelConfig, batch: int, new_tokens: int, prompt_len: int 
 
 def bench_tokenizer(vocab_size: int = 2048) -> dict:
     from studio_align.catalog import default_catalog
-    from studio_align.router.demo import generate_examples
     from studio_align.router.format import normalize_text, special_tokens
+    from studio_align.simulate.router.requests import generate_examples
 
     texts = [normalize_text(e["request"]["text"]) for e in generate_examples(3000, seed=0)]
     tok = Tokenizer.train(texts, vocab_size, special_tokens(default_catalog()))

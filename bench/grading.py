@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from studio_align.simulate.grading.scenes import make_scenes
 from studio_align.verticals.grading.color import mean_delta_e
 from studio_align.verticals.grading.lut import grade_lut, read_cube, write_cube
 from studio_align.verticals.grading.model import GradingModel
 from studio_align.verticals.grading.renderer import render
-from studio_align.verticals.grading.scenes import make_scenes
 
 
 def trilinear(lut: np.ndarray, rgb: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from studio_align.reward_models.color_stats import color_statistics
+from studio_align.simulate.grading.platform import StyledCreator, demo_creators
 from studio_align.verticals.grading.dataset import load_thumbs
 from studio_align.verticals.grading.evaluate import (
     heldout_selections,
@@ -42,7 +43,6 @@ from studio_align.verticals.grading.evaluate import (
 )
 from studio_align.verticals.grading.logs import read_grading_logs
 from studio_align.verticals.grading.model import GradingModel
-from studio_align.verticals.grading.platform_demo import StyledCreator, demo_creators
 from studio_align.verticals.grading.renderer import N_PARAMS, render
 
 

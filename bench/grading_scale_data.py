@@ -19,7 +19,7 @@ import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from studio_align.verticals.grading.platform_demo import DEMO_TASTES, write_platform_demo
+from studio_align.simulate.grading.platform import DEMO_TASTES, write_platform_demo
 
 
 def _shard(args: tuple[str, list[str], int, int, int, int]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from studio_align.router import eval as packaged
 from studio_align.router.calibration import fit_calibration
-from studio_align.router.demo import read_examples
+from studio_align.router.data import read_examples
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.router import Router
 

@@ -40,9 +40,9 @@ from studio_align.quickstart.config import QuickstartConfig
 from studio_align.quickstart.stages import stage_sft
 from studio_align.router import eval as packaged
 from studio_align.router.calibration import fit_calibration
-from studio_align.router.demo import LANGS, demo_splits, heldout_clause_examples
 from studio_align.router.evaluate import evaluate_router_sets
 from studio_align.router.router import Router
+from studio_align.simulate.router.requests import LANGS, demo_splits, heldout_clause_examples
 
 CLAUSE_SEED = 9001  # as bench/router_forgetting.py
 

@@ -28,10 +28,14 @@ from typing import Any
 
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.router import eval as packaged
-from studio_align.router.demo import demo_splits, generate_examples, heldout_clause_examples
 from studio_align.router.ensemble import RouterEnsemble
 from studio_align.router.evaluate import evaluate_router_sets
 from studio_align.router.router import Router
+from studio_align.simulate.router.requests import (
+    demo_splits,
+    generate_examples,
+    heldout_clause_examples,
+)
 
 CLAUSE_SEED = 9001  # as bench/router_colloquial.py
 

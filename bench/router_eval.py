@@ -21,10 +21,11 @@ from typing import Any
 
 from studio_align.router import eval as packaged
 from studio_align.router.calibration import fit_calibration
-from studio_align.router.creators import majority_plans
-from studio_align.router.demo import generate_examples, read_examples
+from studio_align.router.data import read_examples
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.router import Router
+from studio_align.simulate.router.creators import majority_plans
+from studio_align.simulate.router.requests import generate_examples
 
 
 def eval_sets(n_heldout: int = 400, seed: int = 0) -> dict[str, list[dict[str, Any]]]:

@@ -37,13 +37,14 @@ from studio_align.config import apply_overrides, validate
 from studio_align.models.interpolate import interpolate_bundles
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import QuickstartConfig
-from studio_align.quickstart.data import prepare_data
 from studio_align.quickstart.stages import STAGES
 from studio_align.router import eval as packaged
-from studio_align.router.creators import majority_plans
-from studio_align.router.demo import heldout_clause_examples, read_examples
+from studio_align.router.data import read_examples
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.router import Router
+from studio_align.simulate.router.creators import majority_plans
+from studio_align.simulate.router.platform import simulate_platform
+from studio_align.simulate.router.requests import heldout_clause_examples
 
 CLAUSE_SEED = 9001  # the held-out-clause validation split's seed (any seed: no eval overlap)
 
@@ -112,7 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     catalog = get_host().catalog
     base = validate(QuickstartConfig, apply_overrides({}, args.overrides), source="--set")
-    data = existing_data(args.data, catalog) if args.data else prepare_data(args.out, base, catalog)
+    data = existing_data(args.data, catalog) if args.data else simulate_platform(
+        args.out, catalog, seed=base.seed, n_train=base.n_train or base.sft_steps * base.batch_size,
+        n_val=base.n_val, n_heldout=base.n_heldout, n_creators=base.n_creators,
+        n_eval_creators=base.n_eval_creators,
+    )  # fmt: skip
     clause = agreed(heldout_clause_examples(args.clause_n, seed=CLAUSE_SEED))
     hw_val = agreed(packaged.load("handwritten_val"))
     hw_val2 = agreed(packaged.load("handwritten_val2"))

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from studio_align.router.creators import SimConfig, make_creators, simulate_route_logs
 from studio_align.router.memory import ExemplarMemory
 from studio_align.router.router import Router
+from studio_align.simulate.router.creators import SimConfig, make_creators, simulate_route_logs
 
 GRID = (0.8, 0.85, 0.9, 0.95, 0.98)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -54,7 +55,9 @@ def train(args: list[str]) -> int:
     if mode == "crash" or float(cfg.get("x", 0.0)) > float(cfg.get("crash_above", 9e9)):
         print("training diverged: loss exploded", file=sys.stderr)
         return 1
-    if mode == "hang":
+    if mode == "hang":  # says who it is, so a test can check it was killed
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "hang.pid").write_text(str(os.getpid()))
         time.sleep(3600)
     run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / "train_count").open("a") as f:

@@ -146,10 +146,10 @@ def make_route_workspace(root: Path, *, train_creators: int = 8) -> Path:
     from studio_align.data.compile import compile_logs
     from studio_align.models.config import ModelConfig
     from studio_align.models.transformer import Transformer
-    from studio_align.router.creators import demo_creator_data
-    from studio_align.router.demo import write_jsonl
+    from studio_align.router.data import write_jsonl
     from studio_align.router.format import build_tokenizer
     from studio_align.router.router import save_router
+    from studio_align.simulate.router.creators import demo_creator_data
 
     data = demo_creator_data(seed=0, n_train_creators=train_creators, n_eval_creators=2)
     logs = write_jsonl(root / "logs" / "routes.jsonl", data["route_logs"])

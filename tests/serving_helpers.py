@@ -27,13 +27,12 @@ from flax import nnx
 from studio_align.catalog import default_catalog
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
-from studio_align.router.decide import RoutingDecisions
-from studio_align.router.demo import generate_examples
 from studio_align.router.format import build_tokenizer
-from studio_align.router.router import save_router
+from studio_align.router.router import Router, save_router
 from studio_align.serving.app import ServeConfig, create_app
 from studio_align.serving.auth import signed_headers
 from studio_align.serving.server import protocol_for
+from studio_align.simulate.router.requests import generate_examples
 
 TOKEN = "s3cret-admin-token-0123"
 
@@ -150,13 +149,15 @@ def live_server(
         thread.join(10)
 
 
-# -- a router with the real memory logic (decide.py) over a fake model ----------------------------
+# -- a router with the real memory logic (Router.decide) over a fake model -------------------------
 
 
-class MemoryRouter(RoutingDecisions):
+class MemoryRouter(Router):
     """`Router.decide` / `remember` / `plan_allowed` as served, over a fake model: the plan
     is `ideogram.text_to_image` (or `wan.image_to_video` with an image) at confidence
-    `confidence`, the embedding a hashed bag of words (the same words: the same vector)."""
+    `confidence`, the embedding a hashed bag of words (the same words: the same vector).
+    Only the model's own decisions and embeddings are faked; `Router.__init__` (which
+    builds the decoder) is not run."""
 
     def __init__(self, version: str, *, confidence: float = 0.6, calibration: Any = None):
         self.version = version

@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from studio_align.cli import main
-from studio_align.verticals.grading.creator import WARM_TASTE, SimulatedCreator, write_creator_logs
+from studio_align.simulate.grading.creator import WARM_TASTE, SimulatedCreator, write_creator_logs
 
 
 def test_train_reward_command(tmp_path):

@@ -12,8 +12,8 @@ from studio_align.reward_models.color_stats import FEATURE_DIM, ColorStatsEncode
 from studio_align.reward_models.preference import PreferenceModel
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.scoring import score_batch
+from studio_align.simulate.grading.scenes import make_scenes
 from studio_align.verticals.grading.renderer import params_to_vector, render
-from studio_align.verticals.grading.scenes import make_scenes
 
 
 def test_registered_through_the_hooks(host):

@@ -19,7 +19,7 @@ from studio_align.reward_models.preference import (
 )
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.reward_models.train import RewardTrainConfig, read_selection_pairs, train_reward
-from studio_align.verticals.grading.creator import (
+from studio_align.simulate.grading.creator import (
     COOL_TASTE,
     WARM_TASTE,
     SimulatedCreator,

@@ -100,6 +100,18 @@ def _studio_align() -> str:
     return str(Path(sys.executable).with_name("studio-align"))
 
 
+def _processes_naming(path: Path) -> list[str]:
+    """Pids of live processes whose command line names `path`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(path).encode() in cmdline.read_bytes():
+                found.append(cmdline.parent.name)
+        except OSError:
+            pass
+    return found
+
+
 @pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
 def test_kill_mid_trial_and_resume(tmp_path):
     """SIGKILL the loop while trial 3 trains; the restart repeats no finished trial."""
@@ -137,15 +149,12 @@ def test_kill_mid_trial_and_resume(tmp_path):
     done_before = {r["trial"]: r for r in before if r["kind"] == "trial"}
     assert set(done_before) == {0, 1, 2}
     proposal3 = next(r for r in before if r["kind"] == "propose" and r["trial"] == 3)
-    time.sleep(0.3)
-    if sys.platform.startswith("linux"):  # the trainer died with its parent (PDEATHSIG)
-        orphans = []
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                if str(out).encode() in cmdline.read_bytes():
-                    orphans.append(cmdline.parent.name)
-            except OSError:
-                pass
+    if sys.platform.startswith("linux"):  # the trainer dies with its parent (PDEATHSIG)
+        orphans = _processes_naming(out)
+        deadline = time.monotonic() + 30  # the signal is delivered asynchronously: wait for it
+        while orphans and time.monotonic() < deadline:
+            time.sleep(0.05)
+            orphans = _processes_naming(out)
         assert not orphans, f"trial processes outlived the killed loop: {orphans}"
 
     res = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=120)

@@ -40,7 +40,8 @@ class Env:
     """Shared fixture files; `tmp` holds scratch space for each case."""
 
     def __init__(self, base: Path) -> None:
-        from studio_align.router.demo import generate_examples, write_jsonl
+        from studio_align.router.data import write_jsonl
+        from studio_align.simulate.router.requests import generate_examples
 
         self.base = base
         self.train = write_jsonl(base / "train.jsonl", generate_examples(24, seed=0))
@@ -181,6 +182,45 @@ def _nan_weights(ck: Path) -> None:
               str(ck / "params.safetensors"))  # fmt: skip
 
 
+def _int32_weights(ck: Path) -> None:
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    t = load_file(str(ck / "params.safetensors"))
+    save_file({k: v.astype(np.int32) if v.dtype.kind == "f" else v for k, v in t.items()},
+              str(ck / "params.safetensors"))  # fmt: skip
+
+
+def _fifo(env: Env) -> str:
+    p = env.scratch() / "fifo.jsonl"
+    os.mkfifo(p)
+    return str(p)
+
+
+def _dangling(env: Env) -> str:
+    p = env.scratch() / "dangling.jsonl"
+    p.symlink_to(env.scratch() / "nowhere" / "x.jsonl")
+    return str(p)
+
+
+def _keys(env: Env, body: str) -> str:
+    p = env.scratch() / "platforms.toml"
+    p.write_text(body)
+    return str(p)
+
+
+def _deep_toml(env: Env) -> str:
+    p = env.scratch() / "deep.toml"
+    p.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    return str(p)
+
+
+def _non_utf8_toml(env: Env) -> str:
+    p = env.scratch() / "latin1.toml"
+    p.write_bytes(b'host = "caf\xe9"\n')
+    return str(p)
+
+
 CORRUPTIONS: dict[str, Callable[[Path], None]] = {
     "bundle.json garbage": _write("bundle.json", b"{not json"),
     "bundle.json not utf-8": _write("bundle.json", b'{"format": "\xff"}'),
@@ -265,6 +305,12 @@ CASES: dict[str, Case] = {
     "sft set wrong type": lambda e: _sft(e, "train.steps=many"),
     "sft set negative lr": lambda e: _sft(e, "optim.learning_rate=-1"),
     "sft set nan lr": lambda e: _sft(e, "optim.learning_rate=nan"),
+    "sft set inf lr": lambda e: _sft(e, "optim.learning_rate=inf"),
+    "sft run_dir empty": lambda e: _sft(e, 'run_dir=""'),
+    "sft run_dir is init_from": lambda e: _sft(
+        e, f'run_dir="{e.router}"', f'model.init_from="{e.router}"'
+    ),
+    "sft set nested 5000 deep": lambda e: _sft(e, "train.steps=" + "[" * 5000 + "]" * 5000),
     "sft set table over scalar": lambda e: _sft(e, "train.steps.x=1"),
     # train sft: files and folders
     "sft run_dir is a file": _run_dir_is_file,
@@ -298,6 +344,20 @@ CASES: dict[str, Case] = {
         for k in ("bundle.json garbage", "truncated safetensors", "foreign class")
     },
     "serve nan weights": lambda e: _serve(e, ck=_bundle(e, "nan", _nan_weights)),
+    "serve int32 weights": lambda e: _serve(e, ck=_bundle(e, "i32", _int32_weights)),
+    "serve feedback log is a fifo": lambda e: _serve(e, "--feedback-log", _fifo(e)),
+    "serve feedback log dangling link": lambda e: _serve(e, "--feedback-log", _dangling(e)),
+    "serve public bind without feedback keys": lambda e: _serve(
+        e, "--host", "0.0.0.0", "--set", "admin_token=0123456789abcdef0123"
+    ),
+    "serve feedback keys short": lambda e: _serve(
+        e, "--feedback-keys", _keys(e, '[platforms]\nacme = "short"\n')
+    ),
+    "serve feedback keys not toml": lambda e: _serve(e, "--feedback-keys", _keys(e, "[oops\n")),
+    "serve memory setting negative": lambda e: _serve(e, "--set", "memory.creator_sim=-1"),
+    "serve memory capacity zero": lambda e: _serve(e, "--set", "memory.capacity=0"),
+    "serve config nested 5000 deep": lambda e: _serve(e, "--config", _deep_toml(e)),
+    "serve config not utf-8": lambda e: _serve(e, "--config", _non_utf8_toml(e)),
     "serve broken config toml": lambda e: _serve(e, "--config", str(_broken_toml(e))),
     "serve public bind without token": lambda e: _serve(e, "--host", "0.0.0.0"),
     "serve short admin token": lambda e: _serve(e, "--set", "admin_token=short"),
@@ -335,6 +395,7 @@ FAST = [  # a representative few; every case runs in the slow matrix (the quaran
     # hard-link case there only: tests/test_reader_lossless.py checks the refusal itself)
     "sft config not utf-8",
     "serve public bind without token",
+    "serve feedback log is a fifo",
 ]
 
 
@@ -382,6 +443,8 @@ def _check(env: Env, name: str) -> None:
     assert out.returncode == 2, f"{name}: exit {out.returncode}: {args}\n{out.stderr}"
     errors = [ln for ln in out.stderr.splitlines() if ln.startswith("Error:")]
     assert len(errors) == 1 and len(errors[0]) > len("Error: "), f"{name}: {out.stderr}"
+    if "config not utf-8" in name:  # the error names the file at fault
+        assert ".toml" in errors[0], f"{name}: {errors[0]}"
 
 
 def test_matrix_has_at_least_40_cases() -> None:

@@ -15,9 +15,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from serving_helpers import make_router_checkpoint
 
 from studio_align.cli import main
-from studio_align.router.demo import generate_examples, write_jsonl
+from studio_align.router.data import write_jsonl
 from studio_align.router.ensemble import ensemble_temperature, save_ensemble
 from studio_align.router.router import Router
+from studio_align.simulate.router.requests import generate_examples
 
 TRAIN = generate_examples(60, seed=0)
 VAL = generate_examples(16, seed=5, split="heldout")

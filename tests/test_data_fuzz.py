@@ -112,7 +112,7 @@ def test_reader_never_crashes_and_accounts_for_every_line(logdir, log):
     path = logdir / "fuzz.jsonl"
     path.write_bytes(data)
     sink = io.BytesIO()
-    reader = LogReader(path, catalog=CATALOG, quarantine=sink, max_line_bytes=MAX_LINE)
+    reader = LogReader(path, catalog=CATALOG, quarantine=sink, max_line_bytes=MAX_LINE, follow=True)
     valid_lines = [e.line for e in reader]
     s = reader.summary
 
@@ -133,7 +133,7 @@ def test_reader_survives_arbitrary_bytes(logdir, data):
     path = logdir / "bytes.jsonl"
     path.write_bytes(data)
     sink = io.BytesIO()
-    reader = LogReader(path, quarantine=sink, max_line_bytes=256)
+    reader = LogReader(path, quarantine=sink, max_line_bytes=256, follow=True)
     list(reader)
     s = reader.summary
     lines = data.split(b"\n")

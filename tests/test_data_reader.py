@@ -151,12 +151,27 @@ def test_blank_lines_are_counted_not_invalid(logdir):
 
 def test_crlf_bom_and_missing_final_newline(logdir):
     bom = b"\xef\xbb\xbf"
-    tail = line(retouch())[:-1]  # last line has no \n: a writer may still be appending
+    tail = line(retouch())[:-1]  # last line has no \n
     data = bom + line(rating())[:-1] + b"\r\n" + tail
-    reader = LogReader(write(logdir, data))
+    reader = LogReader(write(logdir, data))  # a whole file: the tail is a line
+    assert [(e.line, e.event.type) for e in reader] == [(1, "rating"), (2, "retouch")]
+    assert reader.summary.total_lines == 2 and reader.summary.files[0].incomplete_tail == 0
+    # a live follower (a writer may still be appending) stops at the last newline
+    reader = LogReader(write(logdir, data), follow=True)
     assert [(e.line, e.event.type) for e in reader] == [(1, "rating")]
     assert reader.summary.total_lines == 1 and reader.summary.invalid_count == 0
     assert reader.summary.files[0].incomplete_tail == len(tail)
+
+
+@pytest.mark.parametrize("mode", ["iterate", "run"])
+def test_a_last_line_without_newline_is_counted_valid_or_quarantined(logdir, mode):
+    good, bad = line(rating())[:-1], b'{"type": "rating", "id": "x"'
+    for tail, valid, invalid in ((good, 2, 0), (bad, 1, 1)):
+        sink = io.BytesIO()
+        reader = LogReader(write(logdir, line(rating()) + tail), quarantine=sink)
+        s = list(reader) and reader.summary if mode == "iterate" else reader.run()
+        assert (s.total_lines, s.valid, s.invalid_count) == (2, valid, invalid)
+        assert sink.getvalue() == (b"" if valid == 2 else bad)  # quarantined byte for byte
 
 
 def test_quarantine_is_byte_exact(logdir):
@@ -164,8 +179,8 @@ def test_quarantine_is_byte_exact(logdir):
     data = line(rating()) + bad[0] + line(retouch()) + bad[1] + bad[2] + b"\n" + bad[3] + b"{ta"
     q = logdir / "q" / "quarantine.jsonl"
     s = validate_logs(write(logdir, data), quarantine=q)
-    assert [x.line for x in s.invalid] == [2, 4, 5, 7]
-    assert q.read_bytes() == b"".join(bad)  # the unterminated tail is not quarantined
+    assert [x.line for x in s.invalid] == [2, 4, 5, 7, 8]
+    assert q.read_bytes() == b"".join(bad) + b"{ta"  # the unterminated tail too, as it was
     assert s.quarantine == str(q)
 
 
@@ -174,9 +189,10 @@ def test_quarantine_never_merges_lines_across_files(logdir):
     b = write(logdir, b"{worse\n", "b.jsonl")
     sink = io.BytesIO()
     s = validate_logs([a, b], quarantine=sink)
-    assert [(x.path, x.line) for x in s.invalid] == [(str(a), 2), (str(b), 1)]
-    assert sink.getvalue() == b"{bad\r\n{worse\n"
-    assert [f.to_dict()["lines"] for f in s.files] == [2, 1]
+    assert [(x.path, x.line) for x in s.invalid] == [(str(a), 2), (str(a), 3), (str(b), 1)]
+    assert sink.getvalue() == b"{bad\r\n{tail\n{worse\n"  # a newline keeps them apart
+    assert [f.to_dict()["lines"] for f in s.files] == [3, 1]
+    s = validate_logs([a, b], quarantine=io.BytesIO(), follow=True)
     assert s.to_dict()["incomplete_tail"] == {str(a): 5}
 
 
@@ -250,3 +266,17 @@ def test_synthetic_events_are_valid(logdir):
     )
     s = validate_logs(write(logdir, data))
     assert s.valid == 200, s.invalid[:3]
+
+
+def test_symlinked_files_and_folders_are_read_alike_and_once(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "a.jsonl").write_bytes(line(rating()))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "b.jsonl").write_bytes(line(rating()))
+    (logs / "linked_dir").symlink_to(real, target_is_directory=True)  # read, not skipped
+    (logs / "again.jsonl").symlink_to(logs / "b.jsonl")  # the same file: read once
+    (real / "loop").symlink_to(logs, target_is_directory=True)  # a link loop ends
+    s = validate_logs([logs, logs / "b.jsonl"], check_images=False)
+    assert s.valid == 2 and len(s.files) == 2, [f.path for f in s.files]

@@ -9,7 +9,7 @@ pytest.importorskip("open_clip")
 
 from studio_align.errors import ModelLoadError
 from studio_align.reward_models.clip import TINY_CONFIG, ClipEncoder
-from studio_align.verticals.grading.scenes import make_scenes
+from studio_align.simulate.grading.scenes import make_scenes
 
 pytestmark = pytest.mark.clip
 

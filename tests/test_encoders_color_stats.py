@@ -11,8 +11,8 @@ from studio_align.reward_models.color_stats import (
     color_statistics,
     srgb_to_lab,
 )
+from studio_align.simulate.grading.scenes import make_scenes
 from studio_align.verticals.grading.renderer import params_to_vector, render
-from studio_align.verticals.grading.scenes import make_scenes
 
 
 def test_lab_reference_values():

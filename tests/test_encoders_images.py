@@ -84,3 +84,23 @@ def test_every_mode_encodes(tmp_path):
     out = enc.encode_images(images)
     assert out.shape == (len(images), enc.dim) and np.isfinite(out).all()
     assert as_float_array(np.zeros((4, 4, 3), np.uint8)).dtype == np.float32
+
+
+def test_decoding_stays_within_a_memory_budget(tmp_path) -> None:
+    from PIL import Image
+
+    from studio_align.errors import DataError
+    from studio_align.reward_models.images import DEFAULT_MAX_DECODE_BYTES, decode_bytes, load_image
+
+    # the 20000 x 20000 zeros PNG: within 4e8 pixels, ~1.6 GB to decode: over the default
+    assert decode_bytes("L", 20000, 20000) > DEFAULT_MAX_DECODE_BYTES
+    assert decode_bytes("RGBA", 10, 10) > decode_bytes("RGB", 10, 10)  # per channel
+    big = tmp_path / "zeros.png"
+    Image.new("L", (3000, 3000)).save(big)
+    with pytest.raises(DataError, match=r"zeros\.png: image is 3000x3000 L, .* MiB budget"):
+        load_image(big, max_decode_bytes=8 << 20)
+    assert load_image(big, max_decode_bytes=64 << 20).size == (1024, 1024)
+    jpg = tmp_path / "big.jpg"
+    Image.new("RGB", (4000, 4000), (200, 10, 10)).save(jpg, quality=80)
+    # draft mode decodes at 1/2 scale (24 MB): within a budget the full size (96 MB) breaks
+    assert load_image(jpg, max_decode_bytes=30 << 20).size == (1024, 1024)

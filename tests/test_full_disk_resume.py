@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from studio_align.errors import CheckpointError
-from studio_align.router.demo import generate_examples, write_jsonl
+from studio_align.router.data import write_jsonl
+from studio_align.simulate.router.requests import generate_examples
 from studio_align.training.checkpoint import Checkpointer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageCms
 
+from studio_align.simulate.grading.scenes import make_scenes
 from studio_align.verticals.grading.apply import _thumb, grade_files
 from studio_align.verticals.grading.color import mean_delta_e
 from studio_align.verticals.grading.model import GradingModel
 from studio_align.verticals.grading.renderer import render
-from studio_align.verticals.grading.scenes import make_scenes
 
 # loads and compiles a model twice (about a minute on a loaded 2-core machine): opt-in
 pytestmark = pytest.mark.slow

@@ -117,6 +117,17 @@ def test_eval_grading_reports_per_creator(trained, tmp_path):
     assert set(one["retouches"]["delta_e"]) == {"tuned", "untuned", "identity"}
     html = (tmp_path / "rep" / "index.html").read_text()
     assert "win vs untuned" in html and list((tmp_path / "rep").glob("grid_*.png"))
+    # labelled sheets at a legible size, and the creators' grades of the same photos
+    with Image.open(tmp_path / "rep" / f"grid_{one_name(fig)}.png") as im:
+        assert im.width >= 4 * 160 and im.height >= 160
+    spread = fig["creator_spread"]
+    n = len(spread["creators"])
+    assert n >= 2 and np.allclose(spread["delta_e"], np.transpose(spread["delta_e"]))
+    assert all(spread["delta_e"][i][i] == 0 for i in range(n)) and "different grades" in html
+
+
+def one_name(fig: dict) -> str:
+    return next(c for c, v in fig["creators"].items() if v["retouches"])
 
 
 def test_unknown_parameter_is_one_line_error_or_skipped_and_counted(trained, tmp_path):

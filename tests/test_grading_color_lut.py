@@ -10,10 +10,10 @@ import pytest
 from PIL import Image
 
 from studio_align.errors import DataError
+from studio_align.simulate.grading.scenes import make_scenes
 from studio_align.verticals.grading.color import delta_e2000, mean_delta_e
 from studio_align.verticals.grading.lut import apply_lut, grade_lut, read_cube, write_cube
 from studio_align.verticals.grading.renderer import N_PARAMS, render
-from studio_align.verticals.grading.scenes import make_scenes
 
 # Sharma, Wu, Dalal (2005), supplementary test data: (Lab1, Lab2, ΔE00)
 SHARMA = [

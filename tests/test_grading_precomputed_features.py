@@ -15,9 +15,9 @@ from studio_align.reward_models.train import (
     RewardTrainConfig,
     train_reward,
 )
+from studio_align.simulate.grading.platform import write_platform_demo
 from studio_align.verticals.grading.dataset import load_thumbs
 from studio_align.verticals.grading.logs import read_grading_logs
-from studio_align.verticals.grading.platform_demo import write_platform_demo
 
 THUMB = 16
 

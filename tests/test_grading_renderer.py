@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from studio_align.reward_models.color_stats import color_statistics
+from studio_align.simulate.grading.scenes import SCENE_KINDS, make_scene, make_scenes
 from studio_align.verticals.grading.renderer import (
     N_PARAMS,
     PARAM_NAMES,
@@ -13,7 +14,6 @@ from studio_align.verticals.grading.renderer import (
     render,
     vector_to_params,
 )
-from studio_align.verticals.grading.scenes import SCENE_KINDS, make_scene, make_scenes
 
 
 @pytest.fixture(scope="module")

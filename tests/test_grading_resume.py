@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from studio_align.simulate.grading.platform import write_platform_demo
 from studio_align.verticals.grading.model import GradingModel
-from studio_align.verticals.grading.platform_demo import write_platform_demo
 from studio_align.verticals.grading.run_config import GradingRunConfig
 from studio_align.verticals.grading.train import train_grading
 

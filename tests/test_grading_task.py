@@ -10,10 +10,10 @@ import pytest
 from studio_align.algorithms.pointwise import kto_pointwise_loss, pointwise_logistic_loss
 from studio_align.errors import DataError
 from studio_align.plugins import PluginHost
+from studio_align.simulate.grading.platform import write_platform_demo
 from studio_align.tasks import Task, supports
 from studio_align.verticals.grading.logs import read_grading_logs
 from studio_align.verticals.grading.model import GradingModel
-from studio_align.verticals.grading.platform_demo import write_platform_demo
 
 
 @pytest.fixture(scope="module")

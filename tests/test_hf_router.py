@@ -17,9 +17,9 @@ from studio_align.models.config import ModelConfig
 from studio_align.models.hf import export_hf, save_hf
 from studio_align.models.tokenizer import Tokenizer
 from studio_align.models.transformer import Transformer
-from studio_align.router.demo import generate_examples
 from studio_align.router.format import normalize_text
 from studio_align.router.router import Router
+from studio_align.simulate.router.requests import generate_examples
 from studio_align.training.dpo import DPORunConfig, train_dpo
 
 REQUESTS = [e["request"] for e in generate_examples(24, seed=5)]

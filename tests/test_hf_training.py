@@ -20,8 +20,9 @@ from studio_align.models.hf import describe_token, load_hf, save_hf
 from studio_align.models.safetensors_io import SafetensorsDir
 from studio_align.models.tokenizer import Tokenizer
 from studio_align.models.transformer import Transformer
-from studio_align.router.demo import generate_examples, write_jsonl
+from studio_align.router.data import write_jsonl
 from studio_align.router.format import normalize_text
+from studio_align.simulate.router.requests import generate_examples
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def test_appender_race_gives_no_false_invalid_lines(tmp_path: Path) -> None:
         writer = threading.Thread(target=_appender, args=(path, 150, done))
         writer.start()
         while not done.is_set():
-            s = validate_logs(path, check_images=False)
+            s = validate_logs(path, check_images=False, follow=True)  # a live follower
             reads += 1
             tails += bool(s.files[0].incomplete_tail)
             assert s.invalid_count == 0, s.invalid[:3]  # never a torn fragment

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from studio_align.catalog import default_catalog
-from studio_align.router.demo import generate_examples
-from studio_align.router.demo_colloquial import ZH_ENDINGS, colloquialize
 from studio_align.router.format import is_cjk
+from studio_align.simulate.router.colloquial import ZH_ENDINGS, colloquialize
+from studio_align.simulate.router.requests import generate_examples
 
 
 def test_colloquial_rewrites_change_most_requests_in_both_languages() -> None:

@@ -9,16 +9,21 @@ from collections import Counter
 from studio_align.catalog import default_catalog
 from studio_align.data.schemas import EVENT_ADAPTER
 from studio_align.router import eval as packaged
-from studio_align.router.creators import Creator, demo_creator_data, majority_plans, make_creators
-from studio_align.router.demo import (
+from studio_align.router.data import read_examples
+from studio_align.router.format import is_cjk, normalize_text
+from studio_align.simulate.router.creators import (
+    Creator,
+    demo_creator_data,
+    majority_plans,
+    make_creators,
+)
+from studio_align.simulate.router.phrases import FIRST_CLAUSES, INTENTS
+from studio_align.simulate.router.requests import (
     demo_splits,
     generate_examples,
     heldout_clause_examples,
-    read_examples,
     templates,
 )
-from studio_align.router.demo_phrases import FIRST_CLAUSES, INTENTS
-from studio_align.router.format import is_cjk, normalize_text
 
 HANDWRITTEN = packaged.path("handwritten_v1")
 

@@ -18,7 +18,7 @@ from studio_align.cli import main
 from studio_align.errors import CheckpointError
 from studio_align.router.calibration import fit_confidence_temperature, scale_confidence
 from studio_align.router.checkpoint_eval import evaluate_checkpoint
-from studio_align.router.demo import generate_examples, write_jsonl
+from studio_align.router.data import write_jsonl
 from studio_align.router.ensemble import (
     RouterEnsemble,
     member_dirs,
@@ -27,6 +27,7 @@ from studio_align.router.ensemble import (
 )
 from studio_align.router.format import encode_plan
 from studio_align.router.router import Router
+from studio_align.simulate.router.requests import generate_examples
 
 REQUESTS = [e["request"] for e in generate_examples(8, seed=4, split="heldout")]
 

@@ -8,9 +8,9 @@ import random
 import pytest
 
 from studio_align.catalog import default_catalog
-from studio_align.router.demo import generate_examples
 from studio_align.router.evaluate import calibration, evaluate_routes, first_step_confusion
 from studio_align.router.report import write_report
+from studio_align.simulate.router.requests import generate_examples
 
 EXAMPLES = [
     {

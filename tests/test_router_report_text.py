@@ -6,10 +6,10 @@ import random
 import re
 
 from studio_align.catalog import default_catalog
-from studio_align.router.demo import generate_examples
 from studio_align.router.evaluate import evaluate_routes
 from studio_align.router.report import write_report
 from studio_align.router.report_text import headline, words
+from studio_align.simulate.router.requests import generate_examples
 
 STAGES = [
     {"stage": "sft", "status": "ok", "creator_agreement": 0.622, "heldout_exact": 0.865,

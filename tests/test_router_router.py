@@ -11,7 +11,6 @@ from flax import nnx
 from studio_align.catalog import default_catalog
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
-from studio_align.router.demo import generate_examples
 from studio_align.router.format import (
     build_tokenizer,
     decode_plan,
@@ -20,6 +19,7 @@ from studio_align.router.format import (
     special_tokens,
 )
 from studio_align.router.router import Router, save_router
+from studio_align.simulate.router.requests import generate_examples
 
 CAT = default_catalog()
 EXAMPLES = generate_examples(300, seed=0)

@@ -17,12 +17,12 @@ from studio_align.router.calibration import (
     fit_temperature,
     plan_logprob,
 )
-from studio_align.router.demo import generate_examples
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.format import build_tokenizer, is_cjk
 from studio_align.router.memory import ExemplarMemory
 from studio_align.router.router import Router, save_router
 from studio_align.router.selective import coverage_at, risk_coverage, threshold_for
+from studio_align.simulate.router.requests import generate_examples
 
 CAT = default_catalog()
 EXAMPLES = generate_examples(300, seed=0)

@@ -9,7 +9,6 @@ import pytest
 
 from studio_align.catalog import default_catalog
 from studio_align.errors import ConfigError
-from studio_align.router.demo import generate_examples
 from studio_align.router.format import (
     build_tokenizer,
     encode_prompt,
@@ -17,6 +16,7 @@ from studio_align.router.format import (
     split_cuts,
 )
 from studio_align.router.task import RouterTask
+from studio_align.simulate.router.requests import generate_examples
 from studio_align.tasks import StartingPoint
 
 CAT = default_catalog()

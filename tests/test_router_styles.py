@@ -6,11 +6,11 @@ import random
 
 from studio_align.catalog import default_catalog
 from studio_align.router import eval as packaged
-from studio_align.router.demo import generate_examples
-from studio_align.router.demo_lexicon import ATT_REFS, FIRST, TERSE, THEN
-from studio_align.router.demo_phrases import INTENTS
-from studio_align.router.demo_styles import WIDE, render_styled
 from studio_align.router.format import is_cjk, normalize_text
+from studio_align.simulate.router.lexicon import ATT_REFS, FIRST, TERSE, THEN
+from studio_align.simulate.router.phrases import INTENTS
+from studio_align.simulate.router.requests import generate_examples
+from studio_align.simulate.router.styles import WIDE, render_styled
 
 
 def test_styled_requests_cover_every_intent_in_both_languages() -> None:

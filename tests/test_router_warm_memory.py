@@ -19,9 +19,9 @@ from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 from studio_align.router import analysis
 from studio_align.router.analysis import analyse
-from studio_align.router.demo import generate_examples
 from studio_align.router.format import MAX_TEXT_TOKENS, build_tokenizer, encode_prompt
 from studio_align.router.router import Router
+from studio_align.simulate.router.requests import generate_examples
 
 CAT = default_catalog()
 EXAMPLES = generate_examples(200, seed=0)

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from studio_align.cli import main
-from studio_align.router.creators import demo_creator_data
-from studio_align.router.demo import write_jsonl
+from studio_align.router.data import write_jsonl
+from studio_align.simulate.router.creators import demo_creator_data
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [

@@ -138,7 +138,8 @@ def test_bundle_round_trip(tmp_path: Path) -> None:
 
 
 def _write_demo(tmp_path: Path) -> tuple[Path, Path]:
-    from studio_align.router.demo import generate_examples, write_jsonl
+    from studio_align.router.data import write_jsonl
+    from studio_align.simulate.router.requests import generate_examples
 
     train = write_jsonl(tmp_path / "train.jsonl", generate_examples(96, seed=0))
     held = write_jsonl(tmp_path / "heldout.jsonl", generate_examples(32, seed=1, split="heldout"))

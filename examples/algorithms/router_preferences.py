@@ -32,8 +32,8 @@ def main() -> None:
 
     from studio_align.config import validate
     from studio_align.data.compile import compile_logs
-    from studio_align.router.creators import demo_creator_data
-    from studio_align.router.demo import write_jsonl
+    from studio_align.router.data import write_jsonl
+    from studio_align.simulate.router.creators import demo_creator_data
     from studio_align.training.dpo import DPORunConfig, train_dpo
     from studio_align.training.grpo_run import GRPORunConfig, train_grpo
     from studio_align.training.kto import KTORunConfig, train_kto

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from studio_align.router.demo import demo_splits, write_jsonl
+from studio_align.router.data import write_jsonl
+from studio_align.simulate.router.requests import demo_splits
 
 
 def main() -> None:

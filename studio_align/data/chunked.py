@@ -44,7 +44,8 @@ class Long(NamedTuple):
 
 class Lines:
     """Iterate batches: a `list[bytes]` of complete lines (each with its `\\n`, none
-    over-long) or one `Long`. `tail` is the incomplete tail's size once exhausted."""
+    over-long) or one `Long`. `tail` is the incomplete tail's size once exhausted, and
+    `tail_bytes` the tail itself (shorter than the line limit, or it would be a `Long`)."""
 
     def __init__(self, f: IO[bytes], limit: int, sink: Sink | None, chunk: int = 0) -> None:
         self._f = f
@@ -52,6 +53,7 @@ class Lines:
         self._sink = sink
         self._chunk = chunk or CHUNK  # read at call time, so a test can set a small one
         self.tail = 0
+        self.tail_bytes = b""
         self._eof = False  # set by `_stream`: the over-long line ran to the end of the file
         self._rest = b""  # set by `_stream`: what followed the over-long line in its chunk
 
@@ -82,6 +84,7 @@ class Lines:
             else:
                 data = read(size)
         self.tail = pending_len
+        self.tail_bytes = b"".join(pending)
 
     def _split_long(self, pieces: list[bytes]) -> Iterator[list[bytes] | Long]:
         """Hand out `pieces`, the over-long ones as `Long` (copied to the sink)."""

@@ -22,7 +22,7 @@ Design choices:
 - All ten files are always written (possibly empty), so a consumer can rely on them.
 - Image paths in records are **absolute and normalised** (resolved against the log
   file's directory): the records stay valid wherever the output directory is moved.
-- `routing_examples` lines are exactly the labelled-example shape of DESIGN.md
+- `routing_examples` lines are exactly the labelled-example shape of docs/design.md
   (`{"request", "plan"}`), so they can serve as evaluation files as they are; the other
   records carry `event_id`, `creator` and `session` for tracing and per-creator figures.
 - Splits are by (creator, session), see `split.py`.

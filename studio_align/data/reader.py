@@ -8,12 +8,12 @@ Design choices:
   lines whose content (without its ending) is longer than `max_line_bytes` are themselves
   invalid (`line_too_long`) and streamed to quarantine in chunks, so peak memory does not
   grow with the log or with a runaway line.
-- **Only complete lines are read.** A log may be read while a writer appends to it, and
-  a writer may append one line in two `write()` calls. Reading stops at the last
-  newline: bytes after it are an `incomplete_tail` (reported per file with its size, never
-  invalid, never quarantined, not counted as a line), and the reader does not look past
-  it, so the rest of that line, arriving later, is never mistaken for a line of its own.
-  The next read, once the writer has finished the line, reads it whole.
+- **A last line without a newline is a line like any other** (valid if it parses,
+  invalid and quarantined otherwise), so `data validate` and `data compile` never skip
+  one. Only a live follower (`follow=True`, reading a log a writer is still appending
+  to, perhaps one line in two `write()` calls) stops at the last newline: bytes after it
+  are an `incomplete_tail` (reported per file with its size, not counted as a line), so
+  the rest of that line, arriving later, is never mistaken for a line of its own.
 - **Quarantine never touches an input**: a quarantine path that is an input, or a hard
   link or symlink to one (the same device and inode), is refused before anything is
   opened for writing.
@@ -118,7 +118,9 @@ class LogReader:
         keep_invalid: int = DEFAULT_KEEP_INVALID,
         images_root: str | os.PathLike[str] | None = None,
         allow_external_images: bool = False,
+        follow: bool = False,
     ) -> None:
+        self.follow = follow
         if isinstance(paths, str | os.PathLike):
             paths = [paths]
         q_path = quarantine if isinstance(quarantine, str | os.PathLike) else None
@@ -245,7 +247,7 @@ class LogReader:
                     raw = readline(limit + 2)  # room for the content, `\r` and `\n`
                     if not raw:
                         break
-                    if not raw.endswith(b"\n") and len(raw) < limit + 2:
+                    if self.follow and not raw.endswith(b"\n") and len(raw) < limit + 2:
                         counts.incomplete_tail = len(raw)  # a partial last line: stop here
                         break
                     lineno += 1
@@ -296,7 +298,11 @@ class LogReader:
                         at = lineno + len(batch) - length_hint(it)  # from how many are left
                         blank += self._full(piece, at, counts, quarantine, decided)
                     lineno += len(batch)
-                counts.incomplete_tail = lines.tail
+                if self.follow:
+                    counts.incomplete_tail = lines.tail
+                elif lines.tail_bytes:  # a last line without its newline: a line
+                    lineno += 1
+                    blank += self._full(lines.tail_bytes, lineno, counts, quarantine, decided)
         finally:
             for t, n in passed.items():
                 decided[VERDICT_KIND[t]] += n

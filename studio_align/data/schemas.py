@@ -1,7 +1,7 @@
 """Creator-log schemas (pydantic v2) and the records compiled from them.
 
 A creator log is JSON Lines with one event per line, discriminated by `type`:
-`selection`, `route`, `retouch`, `rating` (see DESIGN.md "Creator logs").
+`selection`, `route`, `retouch`, `rating` (see docs/design.md "Creator logs").
 
 Design choices:
 

@@ -56,13 +56,6 @@ class FSMConstraint:
             init_state=0,
         )
 
-    @classmethod
-    def from_allowed_tokens(cls, vocab_size: int, token_ids: list[int]) -> FSMConstraint:
-        """One state that allows only `token_ids` (e.g. a fixed label set)."""
-        allowed = np.zeros((1, vocab_size), bool)
-        allowed[0, token_ids] = True
-        return cls(allowed=allowed, next_state=np.zeros((1, vocab_size), np.int32))
-
     def tables(self, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
         """(allowed, next_state) widened to `vocab_size` columns (extra tokens disallowed)."""
         v = self.allowed.shape[1]

@@ -167,11 +167,6 @@ def sample_sde(
     return traj, np.asarray(logps).T[:n]
 
 
-def to_uint8(images: np.ndarray) -> np.ndarray:
-    """Model space [-1, 1] -> uint8 RGB."""
-    return np.clip(np.round((np.asarray(images) + 1.0) * 127.5), 0, 255).astype(np.uint8)
-
-
 def to_unit(images: np.ndarray) -> np.ndarray:
     """Model space [-1, 1] -> float [0, 1] (what the colour-stats encoder takes)."""
     return np.clip((np.asarray(images, np.float32) + 1.0) * 0.5, 0.0, 1.0)

@@ -142,6 +142,14 @@ def _read_json(path: Path) -> Any:
         raise CheckpointError(f"{path}: unreadable or invalid JSON ({e})") from None
 
 
+def _kind(dtype: Any) -> str:
+    """`float`, `int` or `bool`: a stored tensor may change precision, never kind."""
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return "bool"
+    return "int" if np.issubdtype(dt, np.integer) else "float"
+
+
 def _load_tensors(path: Path) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
@@ -206,6 +214,11 @@ def load_model_bundle(directory: str | Path, *, host: Any = None) -> ModelBundle
         if tuple(got.shape) != tuple(want.shape):
             raise CheckpointError(
                 f"{d}/params.safetensors: {k} has shape {got.shape}, the config needs {want.shape}"
+            )
+        if _kind(got.dtype) != _kind(want.dtype):  # an int tensor for a float weight: refused
+            raise CheckpointError(
+                f"{d}/params.safetensors: {k} is {got.dtype}, the model needs {want.dtype} "
+                "(a float weight stored as integers is not a model this code wrote)"
             )
         var.set_value(jnp.asarray(got, dtype=want.dtype))
     model = nnx.merge(graphdef, nnx.from_flat_state(flat))

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from studio_align.hookspecs import Encoder, EncoderSpec, hookimpl
 from studio_align.plugins.default import get_host, set_host, using_host
-from studio_align.plugins.discovery import BLOCK_ENV_VAR, ENV_VAR
-from studio_align.plugins.host import ORIGINS, PluginHost, PluginInfo
+from studio_align.plugins.host import BLOCK_ENV_VAR, ENV_VAR, ORIGINS, PluginHost, PluginInfo
 from studio_align.rewards import Reward
 from studio_align.tasks import StartingPoint, Task, TaskSpec
 

@@ -1,6 +1,6 @@
 """Built-in plugin: the engine catalog, registered like any plugin's.
 
-The default is `engines.toml` (DESIGN.md's table); `STUDIO_ALIGN_CATALOG=FILE`
+The default is `engines.toml` (docs/design.md's table); `STUDIO_ALIGN_CATALOG=FILE`
 names a platform's own catalog file of the same shape instead.
 
 Third-party plugins add engines through the same hook; their steps follow these in

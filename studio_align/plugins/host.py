@@ -6,23 +6,38 @@ Design choices:
   process default that `get_host()` builds lazily (and `set_host`/`using_host` swap), so
   a test can build a fresh host, register fakes on it and throw it away.
 * Plugins come from four places, each recorded as the plugin's origin: `builtin`
-  (modules in `BUILTIN_PLUGINS`), `entry point` (installed distributions, group
-  `studio_align`), `file`/`module` (`--plugin`) and `env` (`STUDIO_ALIGN_PLUGINS`).
-* Registration hooks are called one plugin at a time with a `register` callback bound
-  to that plugin, so every registration is attributed and validated as it happens:
-  wrong types, duplicate names (naming both plugins) and exceptions raised in a hook
-  all become `PluginError`s naming the plugin and the hook.
+  (studio-align's own entry points, declared in its `pyproject.toml` like any third
+  party's, so the host imports no product by name), `entry point` (other installed
+  distributions, group `studio_align`), `file`/`module` (`--plugin`) and `env`
+  (`STUDIO_ALIGN_PLUGINS`). A file plugin runs under a module name derived from its
+  resolved path, so loading it twice is a no-op and two files with one stem do not
+  collide. Every failure names the plugin and its origin (and how to skip it).
+* Hooks are called through pluggy (`pm.subset_hook_caller`, narrowed to one plugin at a
+  time). The host adds only what pluggy lacks: each registration hook gets a
+  `register` callback bound to its plugin, so every entry is attributed and validated as
+  it happens (wrong types, duplicate names naming both plugins); an exception or
+  `sys.exit` in a hook becomes a `PluginError` naming the plugin and the hook; a metrics
+  logger that fails is counted and the run goes on; unmarked module-level functions
+  named `studio_align_*` count as hook implementations.
 * What plugins register is collected lazily on first use and recollected after any
   plugin is added or removed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
 import inspect
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -34,7 +49,6 @@ from studio_align.catalog import Catalog
 from studio_align.commands import LazyCommand, PluginCommands
 from studio_align.errors import ConfigError, PluginError
 from studio_align.hookspecs import HOOK_PREFIX, PROJECT, EncoderSpec
-from studio_align.plugins.discovery import BLOCK_ENV_VAR, ENV_VAR, Discovery
 from studio_align.plugins.registry import (
     BUNDLE_CLASSES_HOOK,
     ENCODERS_HOOK,
@@ -47,6 +61,17 @@ from studio_align.rewards import Reward
 from studio_align.tasks import TaskSpec
 
 log = logging.getLogger("studio_align.plugins")
+
+ENV_VAR = "STUDIO_ALIGN_PLUGINS"
+BLOCK_ENV_VAR = "STUDIO_ALIGN_BLOCK_PLUGINS"
+ENTRY_POINT_GROUP = PROJECT
+OWN_DISTRIBUTION = "studio-align"
+
+
+def _is_own(dist: Any) -> bool:
+    name = getattr(dist, "name", None) or ""
+    return name.replace("_", "-").lower() == OWN_DISTRIBUTION
+
 
 ORIGINS = ("builtin", "entry point", "file", "module", "env", "manual")
 
@@ -99,7 +124,7 @@ def _one_line(text: str) -> str:
     return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
-class PluginHost(Discovery):
+class PluginHost:
     """Loads plugins, validates what they register, and calls their hooks."""
 
     def __init__(self) -> None:
@@ -182,29 +207,120 @@ class PluginHost(Discovery):
         self._origin.pop(name, None)
         self._invalidate()
 
+    # ---------------------------------------------------------------- discovery
+    def load_module(self, module: str, *, origin: str = "module") -> str:
+        """Import `module` and register it as a plugin named after it."""
+        if module in self.blocked:
+            return module
+        try:
+            mod = importlib.import_module(module)
+        except Exception as e:
+            raise PluginError(
+                f"plugin {module!r} ({origin}): import failed: {type(e).__name__}: {e}"
+            ) from e
+        return self.register(mod, name=module, origin=origin, source=module)
+
+    def load_file(self, path: str | Path, *, origin: str = "file") -> str:
+        """Execute a `.py` file as a module and register it, named after the file."""
+        p = Path(path).expanduser().resolve()
+        if p.stem in self.blocked:
+            return p.stem
+        if not p.is_file():
+            raise PluginError(f"plugin file {str(path)!r} ({origin}): not found")
+        digest = hashlib.sha1(str(p).encode()).hexdigest()[:10]
+        stem = re.sub(r"\W", "_", p.stem)
+        modname = f"_studio_align_plugin_{stem}_{digest}"
+        mod = sys.modules.get(modname)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(modname, p)
+            if spec is None or spec.loader is None:
+                raise PluginError(f"plugin file {str(p)!r} ({origin}): cannot be loaded as Python")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[modname] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except Exception as e:
+                del sys.modules[modname]
+                raise PluginError(
+                    f"plugin {p.stem!r} (file {p}): import failed: {type(e).__name__}: {e}"
+                ) from e
+        return self.register(mod, name=p.stem, origin=origin, source=str(p))
+
+    def load(self, spec: str, *, origin: str | None = None) -> str:
+        """Load a module name or a `.py` file path (what `--plugin` takes)."""
+        spec = spec.strip()
+        if spec.endswith(".py") or os.sep in spec or "/" in spec:
+            return self.load_file(spec, origin=origin or "file")
+        return self.load_module(spec, origin=origin or "module")
+
+    def load_env(self, value: str | None = None) -> list[str]:
+        """Load the comma-separated modules/files of `STUDIO_ALIGN_PLUGINS` (or `value`)."""
+        value = os.environ.get(ENV_VAR, "") if value is None else value
+        return [self.load(s, origin="env") for s in value.split(",") if s.strip()]
+
+    def load_builtins(self) -> list[str]:
+        """Register the built-in plugins: the entry points of studio-align itself.
+
+        The product packages declare their plugins in the distribution's own entry
+        points, exactly as a third party does, so the host never imports a product.
+        """
+        return self._load_group(ENTRY_POINT_GROUP, own=True)
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Register every other installed distribution's entry point in `group`."""
+        return self._load_group(group, own=False)
+
+    def _load_group(self, group: str, *, own: bool) -> list[str]:
+        names = []
+        for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
+            dist = getattr(ep, "dist", None)
+            if ep.name in self.blocked or _is_own(dist) != own:
+                continue
+            source = f"{dist.name} {dist.version}" if dist is not None else ep.value
+            try:
+                obj = ep.load()
+            except Exception as e:
+                raise PluginError(
+                    f"plugin {ep.name!r} (entry point {ep.value} of {source}): import failed: "
+                    f"{type(e).__name__}: {e} (set {BLOCK_ENV_VAR}={ep.name} to skip it)"
+                ) from e
+            origin = "builtin" if own else "entry point"
+            names.append(self.register(obj, name=ep.name, origin=origin, source=source))
+        return names
+
     # ---------------------------------------------------------------- hook calls
     def _invalidate(self) -> None:
         self._registry = None
         self._commands = None
         self._command_owner = {}
 
-    def _impls(self, hook_name: str) -> list[Any]:
-        caller = getattr(self.pm.hook, hook_name)
-        return [i for i in caller.get_hookimpls() if not (i.hookwrapper or i.wrapper)]
+    def _each_plugin(self, hook_name: str) -> Iterator[tuple[str, Any]]:
+        """`(plugin name, hook caller)` for each plugin implementing `hook_name`: pluggy's
+        own call (`pm.subset_hook_caller`) narrowed to that one plugin, so what a plugin
+        registers is attributed to it and a failure names it."""
+        impls = [
+            i for i in getattr(self.pm.hook, hook_name).get_hookimpls()
+            if not (i.hookwrapper or i.wrapper)  # wrappers keep wrapping each call
+        ]  # fmt: skip
+        for impl in impls:
+            others = [i.plugin for i in impls if i is not impl]
+            yield impl.plugin_name, self.pm.subset_hook_caller(hook_name, others)
 
-    def _call(self, impl: Any, hook_name: str, **kwargs: Any) -> Any:
-        args = [kwargs[a] for a in impl.argnames]
+    @staticmethod
+    @contextlib.contextmanager
+    def _naming(plugin: str, hook_name: str) -> Iterator[None]:
+        """An exception raised in a plugin's hook becomes a `PluginError` naming both."""
         try:
-            return impl.function(*args)
+            yield
         except PluginError:
             raise
         except SystemExit as e:  # would end the process silently
             raise PluginError(
-                f"plugin {impl.plugin_name!r} called sys.exit({e.code!r}) in hook {hook_name}"
+                f"plugin {plugin!r} called sys.exit({e.code!r}) in hook {hook_name}"
             ) from e
         except Exception as e:
             raise PluginError(
-                f"plugin {impl.plugin_name!r} raised {type(e).__name__} in hook {hook_name}: {e}"
+                f"plugin {plugin!r} raised {type(e).__name__} in hook {hook_name}: {e}"
             ) from e
 
     def _collect(self) -> Registry:
@@ -217,8 +333,9 @@ class PluginHost(Discovery):
                 (TASKS_HOOK, reg.task_register),
                 (BUNDLE_CLASSES_HOOK, reg.bundle_class_register),
             ):
-                for impl in self._impls(hook):
-                    self._call(impl, hook, register=make(impl.plugin_name))
+                for plugin, call in self._each_plugin(hook):
+                    with self._naming(plugin, hook):
+                        call(register=make(plugin))
             self._registry = reg
         return self._registry
 
@@ -282,18 +399,19 @@ class PluginHost(Discovery):
             eager: dict[str, click.Command] = {}
             lazy: dict[tuple[str, ...], LazyCommand] = {}
             owner: dict[str, str] = {}
-            for impl in self._impls(COMMANDS_HOOK):
-                cli = PluginCommands(impl.plugin_name)
-                self._call(impl, COMMANDS_HOOK, cli=cli)
+            for plugin, call in self._each_plugin(COMMANDS_HOOK):
+                cli = PluginCommands(plugin)
+                with self._naming(plugin, COMMANDS_HOOK):
+                    call(cli=cli)
                 added = [(name,) for name in cli.commands] + list(cli.lazy_commands)
                 for path in added:
                     key = " ".join(path)
                     if key in owner:
                         raise PluginError(
                             f"command {key!r} registered twice: by plugin {owner[key]!r} and "
-                            f"by plugin {impl.plugin_name!r} (hook {COMMANDS_HOOK})"
+                            f"by plugin {plugin!r} (hook {COMMANDS_HOOK})"
                         )
-                    owner[key] = impl.plugin_name
+                    owner[key] = plugin
                 eager.update(cli.commands)
                 lazy.update(cli.lazy_commands)
             self._commands = (eager, lazy)
@@ -333,12 +451,12 @@ class PluginHost(Discovery):
         A logger is an observer: one that raises (or calls `sys.exit`) is logged once per
         plugin and counted in `metrics_hook_failures`, and the run goes on.
         """
-        for impl in self._impls(METRICS_HOOK):
+        for name, call in self._each_plugin(METRICS_HOOK):
             view = MappingProxyType(dict(metrics))
             try:
-                self._call(impl, METRICS_HOOK, run=run, step=step, metrics=view, run_dir=run_dir)
+                with self._naming(name, METRICS_HOOK):
+                    call(run=run, step=step, metrics=view, run_dir=run_dir)
             except PluginError as e:
-                name = impl.plugin_name
                 first = name not in self.metrics_hook_failures
                 self.metrics_hook_failures[name] = self.metrics_hook_failures.get(name, 0) + 1
                 if first:
@@ -346,12 +464,13 @@ class PluginHost(Discovery):
 
     def has_checkpoint_hooks(self) -> bool:
         """Whether any plugin implements `studio_align_on_checkpoint`."""
-        return bool(self._impls(CHECKPOINT_HOOK))
+        return bool(self.pm.hook.studio_align_on_checkpoint.get_hookimpls())
 
     def fire_checkpoint(self, *, run: str, step: int, directory: str) -> None:
         """Tell every `studio_align_on_checkpoint` implementation a checkpoint is saved."""
-        for impl in self._impls(CHECKPOINT_HOOK):
-            self._call(impl, CHECKPOINT_HOOK, run=run, step=step, directory=directory)
+        for name, call in self._each_plugin(CHECKPOINT_HOOK):
+            with self._naming(name, CHECKPOINT_HOOK):
+                call(run=run, step=step, directory=directory)
 
     def describe(self) -> list[PluginInfo]:
         """Every plugin, its origin, hooks and what it registered (for `plugins list`)."""

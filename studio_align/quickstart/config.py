@@ -29,9 +29,10 @@ class RouterSettings(Strict):
     sft_steps: int = 800
     sft_lr: float = 1e-3
     # export a moving average of SFT's weights (`[optim] ema_decay`); off: 0.99 and 0.995
-    # lost 0.8 point on hand-written validation (docs/router.md, round 8)
+    # lost 0.8 point on hand-written validation (docs/experiments/router-weight-ema-wide-lexicon-seed-vote.md)
     sft_ema_decay: float | None = None
-    # segmentation noise on SFT's requests (`RouterTask(split_prob=)`; docs/router.md, round 9)
+    # segmentation noise on SFT's requests (`RouterTask(split_prob=)`); off: little gain on
+    # validation (docs/experiments/router-unfamiliarity-confidence-segmentation-noise.md)
     sft_split_prob: float = Field(0.0, ge=0.0, lt=1.0)
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
     dpo_steps: int = 150
@@ -43,7 +44,7 @@ class RouterSettings(Strict):
     # replay: + alpha * SFT loss on the generator-labelled SFT training requests beside DPO
     # (`training/replay.py`; 0 = off). 4, chosen on validation over 2 seeds: the final
     # router's forgetting on hand-written validation 4.95 -> 2.25 points, pooled -2.2,
-    # creators' agreement -1.9 points (docs/router.md, issue 14 round 6)
+    # creators' agreement -1.9 points (docs/experiments/router-sft-replay-during-dpo.md)
     dpo_replay_alpha: float = Field(4.0, ge=0.0)
     kto_steps: int = 40
     kto_lr: float = 1e-4
@@ -56,13 +57,14 @@ class RouterSettings(Strict):
     # 0.7: the largest w at which both DPO and GRPO forget <= 2 points on the validation
     # agreed subset in held-out phrasings (held-out clauses + handwritten_val: 1.4 / -1.6;
     # at 0.8 DPO forgets 3.0) while creators' held-out finals rise 0.638 -> 0.789 / 0.776
-    # (docs/router.md, round 4; the training-phrasing split cannot show forgetting)
+    # (docs/experiments/router-forgetting-and-serving-with-memory.md; the training-phrasing
+    # split cannot show forgetting)
     tuned_weight: float = Field(0.7, ge=0.0, le=1.0)
     eval_batch_size: int = 128
     # abstain thresholds are fitted on validation for this selective accuracy (docs/router.md)
     abstain_target: float = Field(0.95, gt=0.0, le=1.0)
-    # the confidence also hears the unfamiliarity score (`fit_calibration`; docs/router.md,
-    # round 9)
+    # the confidence also hears the unfamiliarity score (`fit_calibration`); off: little gain
+    # on validation (docs/experiments/router-unfamiliarity-confidence-segmentation-noise.md)
     unfamiliarity_in_confidence: bool = False
 
 

@@ -48,8 +48,8 @@ from studio_align.quickstart.pipeline import finish_run, run_stage
 from studio_align.quickstart.report import Log, write_pipeline_report
 from studio_align.quickstart.stages import stage_plan
 from studio_align.router import eval as packaged
-from studio_align.router.creators import majority_plans
-from studio_align.router.demo import read_examples
+from studio_align.router.data import read_examples
+from studio_align.simulate.router.creators import majority_plans
 from studio_align.training.progress import heartbeat
 
 # which compiled record each stage trains on (RouterTask.record_kinds)

@@ -9,7 +9,10 @@ What a platform user does by hand, in order, with the same functions the command
    as a TOML file, read back by `config.load_config` and run by `train_grading`;
 3. `studio-align eval grading --checkpoint OUT/grading/run/model --logs ... --report
    OUT/grading/report` -> `evaluate_grading` on the run's held-out (creator, session)
-   groups, with the before/after grid per creator the quickstart report shows.
+   groups, with the before/after grid per creator the quickstart report shows;
+4. the simulated creators' own view, which only a demo has: each creator's utility gap
+   to their oracle grade, and how far apart their tastes are beside how far apart the
+   model's grades for them are (`simulate.grading.oracle`), added to the same report.
 
 The quickstart may not import `studio_align.cli` (a sibling layer), so it calls these
 library functions; the commands are thin wrappers over the same calls, so the files and
@@ -29,9 +32,10 @@ from typing import Any
 
 from studio_align.config import load_config
 from studio_align.quickstart.config import QuickstartConfig
+from studio_align.simulate.grading.oracle import taste_section
+from studio_align.simulate.grading.platform import demo_creators, write_platform_demo
 from studio_align.training.progress import heartbeat
-from studio_align.verticals.grading.evaluate import evaluate_grading
-from studio_align.verticals.grading.platform_demo import write_platform_demo
+from studio_align.verticals.grading.evaluate import evaluate_grading, load_heldout
 from studio_align.verticals.grading.run_config import GradingRunConfig
 from studio_align.verticals.grading.train import train_grading
 
@@ -84,7 +88,11 @@ def run_grading(
                 encoding="utf-8",
             )  # fmt: skip
             rep = train_grading(load_config(GradingRunConfig, run_toml))
-            fig = evaluate_grading(rep["model"], [str(logs)], report_dir=root / "report")
+            # the simulated creators' view (oracle gap, taste distances) joins the report
+            held = load_heldout(rep["model"], [str(logs)])
+            section, tastes = taste_section(held, demo_creators(), root / "report")
+            fig = evaluate_grading(rep["model"], [str(logs)], report_dir=root / "report",
+                                   sections=[section])  # fmt: skip
     except Exception as e:  # a failed vertical must not hide the router's results
         missing.append(f"grading: failed ({type(e).__name__}: {e})")
         (out / "grading_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
@@ -102,6 +110,7 @@ def run_grading(
         "seconds": seconds,
         "summary": s,
         "creators": fig["creators"],
+        "tastes": tastes,
         "dir": str(root),
         "report": fig.get("report"),
         "grids": sorted(str(p) for p in (root / "report").glob("grid_*.png")),
@@ -124,11 +133,33 @@ def grading_notes(grading: dict[str, Any]) -> list[str]:
             f"(n={sel.get('selections', 0)}), ΔE tuned {_f(de.get('tuned'))} / untuned "
             f"{_f(de.get('untuned'))}"
         )
+    tastes = grading.get("tastes") or {}
+    gaps = "; ".join(
+        f"{c} {v['gap']['tuned']:.1f} (base {v['gap']['base']:.1f}, own retouch "
+        f"{v['gap']['own retouch']:.1f})"
+        for c, v in (tastes.get("utility_gap") or {}).items()
+    )
+    dist = tastes.get("taste_distance") or {}
+    taste_line = (
+        f"Utility gap to each simulated creator's oracle grade on held-out photos (0 = best): "
+        f"{gaps}. Creator pairs' grades differ by ΔE2000 {_span(dist.get('model_delta_e'))} "
+        f"(tuned model) where their hidden tastes differ by {_span(dist.get('oracle_delta_e'))} "
+        f"(oracle grades); correlation over pairs {_f(dist.get('pair_correlation'))}."
+    )
     return [
         f"Grading vertical ({grading['seconds']:.0f}s, through the files a platform exports: "
         f"data demo-grading, train grading, eval grading): min held-out win rate vs untuned "
         f"{_f(s['min_win_rate_vs_untuned'])}, ΔE2000 to own retouches below the untuned "
         f"policy's for {_f(s['fraction_creators_delta_e_below_base'])} of creators. "
         + "; ".join(rows),
+        taste_line,
         f"Grading evaluation page: {grading['report']}",
     ]
+
+
+def _span(m: list[list[float]] | None) -> str:
+    """min–max of the off-diagonal of a pairwise matrix."""
+    if not m or len(m) < 2:
+        return "–"
+    v = [m[i][j] for i in range(len(m)) for j in range(i + 1, len(m))]
+    return f"{min(v):.1f}–{max(v):.1f}"

@@ -41,7 +41,6 @@ from studio_align.quickstart.config import (
     RouterSettings,
     StageResult,
 )
-from studio_align.quickstart.data import prepare_data
 from studio_align.quickstart.flow import run_flow
 from studio_align.quickstart.grading import run_grading
 from studio_align.quickstart.report import (
@@ -52,6 +51,7 @@ from studio_align.quickstart.report import (
     write_pipeline_report,
 )
 from studio_align.quickstart.stages import STAGES, mixed_with_sft, stage_plan
+from studio_align.simulate.router.platform import simulate_platform
 from studio_align.training.progress import heartbeat
 
 
@@ -114,7 +114,16 @@ def run_quickstart(
     log(f"[1/{total}] data: generating demo requests and creator logs ...")
     t = time.perf_counter()
     with heartbeat("data", "generating and compiling"):
-        data = prepare_data(out, cfg, catalog)
+        data = simulate_platform(
+            out,
+            catalog,
+            seed=cfg.seed,
+            n_train=cfg.n_train or cfg.sft_steps * cfg.batch_size,
+            n_val=cfg.n_val,
+            n_heldout=cfg.n_heldout,
+            n_creators=cfg.n_creators,
+            n_eval_creators=cfg.n_eval_creators,
+        )
     timings = {"data": time.perf_counter() - t}
     n_logs = _count_lines(out / "data" / "creator_logs.jsonl")
     log(

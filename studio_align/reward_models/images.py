@@ -12,8 +12,12 @@ Design choices:
 - 16-bit and float images are rescaled by their nominal range (65535 / 1.0), not by the
   image's own maximum, so a dark 16-bit photo stays dark.
 - Huge images are decoded with JPEG draft mode when possible and then downscaled;
-  Pillow's decompression-bomb guard is replaced by a header check against `max_pixels`
-  (a hard refusal above it, naming the file and its size).
+  Pillow's decompression-bomb guard is replaced by header checks: `max_pixels`, and a
+  memory budget `max_decode_bytes` for the decode's peak (`decode_bytes`: the decoded
+  pixels at their mode's bytes per pixel, counted per channel, plus the RGB copy and any
+  intermediate array), checked after draft mode has reduced the size. A 1 MB PNG of
+  20000 x 20000 zeros is within 4e8 pixels but ~1.6 GB to decode: refused, naming the
+  file, before a byte is decoded.
 """
 
 from __future__ import annotations
@@ -28,13 +32,34 @@ from studio_align.errors import DataError
 
 DEFAULT_MAX_SIDE = 1024
 DEFAULT_MAX_PIXELS = 400_000_000
+DEFAULT_MAX_DECODE_BYTES = 512 << 20
+# bytes per pixel of a decoded Pillow mode (channels x bytes per channel)
+_MODE_BYTES = {"1": 1, "L": 1, "P": 1, "LA": 2, "La": 2, "PA": 2, "RGB": 3, "YCbCr": 3,
+               "LAB": 3, "HSV": 3, "RGBA": 4, "RGBa": 4, "RGBX": 4, "CMYK": 4, "I": 4,
+               "F": 4, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}  # fmt: skip
 _GREY_BG = (128, 128, 128)
 
 
+def decode_bytes(mode: str, width: int, height: int) -> int:
+    """The peak bytes `load_image` needs for an image of this mode and size: the decoded
+    pixels, the 8-bit RGB result, and the intermediate of a conversion (a float32 array
+    for 16-bit and float greys, an RGBA pair for alpha)."""
+    n = width * height
+    extra = {"I": 4, "F": 4, "RGBA": 8, "LA": 8, "PA": 8, "RGBa": 8, "La": 8}.get(mode, 0)
+    if mode.startswith("I;16"):
+        extra = 4
+    return n * (_MODE_BYTES.get(mode, 4) + 3 + extra)
+
+
 def load_image(
-    path: str | Path, *, max_side: int = DEFAULT_MAX_SIDE, max_pixels: int = DEFAULT_MAX_PIXELS
+    path: str | Path,
+    *,
+    max_side: int = DEFAULT_MAX_SIDE,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_decode_bytes: int = DEFAULT_MAX_DECODE_BYTES,
 ) -> Image.Image:
-    """Open `path` as an 8-bit RGB image with its longest side at most `max_side`."""
+    """Open `path` as an 8-bit RGB image with its longest side at most `max_side`,
+    refusing (`DataError`) what would take more than `max_decode_bytes` to decode."""
     p = Path(path)
     if not p.is_file():
         raise DataError(f"{p}: image file not found")
@@ -49,7 +74,13 @@ def load_image(
                         f"{p}: image is {im.width}x{im.height}, above the {max_pixels} pixel limit"
                     )
                 if im.format == "JPEG" and max(im.size) > max_side:
-                    im.draft("RGB", (max_side, max_side))
+                    im.draft("RGB", (max_side, max_side))  # decode at 1/2 .. 1/8 scale
+                need = decode_bytes(im.mode, *im.size)
+                if need > max_decode_bytes:
+                    raise DataError(
+                        f"{p}: image is {im.width}x{im.height} {im.mode}, {need >> 20} MiB to "
+                        f"decode, above the {max_decode_bytes >> 20} MiB budget"
+                    )
                 im.load()
                 out = to_rgb(im, source=str(p))
     except DataError:
@@ -69,11 +100,11 @@ def to_rgb(im: Image.Image, *, source: str = "<image>") -> Image.Image:
     if mode == "RGB":
         return im.copy()
     if mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
-        arr = np.asarray(im, dtype=np.float64)
+        arr = np.asarray(im, dtype=np.float32)
         scale = 65535.0 if mode.startswith("I;16") or arr.max(initial=0) > 255 else 255.0
         return _grey_to_rgb(arr / scale)
     if mode == "F":
-        arr = np.asarray(im, dtype=np.float64)
+        arr = np.asarray(im, dtype=np.float32)
         scale = 1.0 if arr.max(initial=0) <= 1.0 else 255.0
         return _grey_to_rgb(arr / scale)
     if mode in ("RGBA", "LA", "PA", "RGBa", "La") or (mode == "P" and "transparency" in im.info):

@@ -18,7 +18,7 @@ import numpy as np
 
 from studio_align.errors import ConfigError, DataError
 from studio_align.router.calibration import fit_calibration
-from studio_align.router.demo import read_examples
+from studio_align.router.data import read_examples
 from studio_align.router.ensemble import RouterEnsemble, is_ensemble, save_temperature
 from studio_align.router.router import Router
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.errors import DataError
-from studio_align.router.demo import read_examples
+from studio_align.router.data import read_examples
 from studio_align.router.ensemble import load_any_router
 from studio_align.router.evaluate import errors, evaluate_router
 from studio_align.router.report import write_report

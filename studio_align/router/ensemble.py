@@ -2,7 +2,8 @@
 
 Why: on hand-written requests a single small router's mistakes are mostly *unstable*: a
 router trained from another seed (other generated data, other initial weights, other
-batch order) fixes about as many requests as it breaks (docs/router.md, round 8). Their
+batch order) fixes about as many requests as it breaks
+(docs/experiments/router-weight-ema-wide-lexicon-seed-vote.md). Their
 mistakes disagree, so a mixture of them is right more often than any one: on the 176
 hand-written validation requests, three default routers voting scored 0.903 against
 their 0.858 mean, and three fresh ones 0.852 against 0.822.

@@ -30,6 +30,7 @@ from studio_align.models.bundle import load_model_bundle
 from studio_align.models.hf import add_special_tokens
 from studio_align.models.tokenizer import Tokenizer
 from studio_align.plugins import get_host
+from studio_align.router.distill import RouterTeacher
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.format import (
     attachment_token,
@@ -71,6 +72,7 @@ class RouterTask:
             "dpo": "route_dpo_pairs",
             "kto": "kto_samples",
             "grpo": "routing_examples",
+            "distill": "routing_examples",
         }
     )
 
@@ -218,6 +220,23 @@ class RouterTask:
             }
             for ex in records
         ]
+
+    # -- distillation ----------------------------------------------------------------------------
+
+    def distill_examples(
+        self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Labelled examples as prompt + gold plan ids, with the request for the teacher."""
+        tok = start.tokenizer
+        return [
+            {"prompt": encode_prompt(tok, ex["request"]), "completion": encode_plan(tok, ex["plan"]),
+             "requests": ex["request"], "gold_plans": ex["plan"]}
+            for ex in records
+        ]  # fmt: skip
+
+    def distill_teacher(self, start: StartingPoint, path: Any) -> RouterTeacher:
+        """A router checkpoint or an ensemble directory (`model ensemble-router`)."""
+        return RouterTeacher(path, start.tokenizer, start.state["catalog"])
 
     # -- GRPO ------------------------------------------------------------------------------------
 

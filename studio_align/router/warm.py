@@ -1,6 +1,6 @@
 """Warm-up of a router: compile every (batch, prompt-length) bucket a request can reach.
 
-A compile while serving stalls a whole batch for seconds (issue 14: one 6.5 s stall was
+A compile while serving stalls a whole batch for seconds (one 6.5 s stall was once
 the p99 at concurrency 8, a prompt of the sampler's 48-token bucket that warm-up, which
 assumed power-of-two buckets, never compiled). So the length buckets are computed from
 the decoder's own rounding function over every length a prompt can have, not listed.

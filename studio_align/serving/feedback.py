@@ -201,7 +201,7 @@ def route_event(
     session: str,
     event_id: str | None = None,
 ) -> dict[str, Any]:
-    """Build a DESIGN.md `route` event (`final` is kept only where the outcome has one)."""
+    """Build a docs/design.md `route` event (`final` is kept only where the outcome has one)."""
     event: dict[str, Any] = {
         "type": "route",
         "id": event_id or f"fb-{uuid.uuid4().hex}",

@@ -4,7 +4,7 @@ What a platform gets back per request is the plan, a confidence, whether to abst
 why, and where the plan came from:
 
 * a router that can *decide* (the real `Router` with a calibration or an exemplar memory
-  loaded, `router/decide.py`) answers with its calibrated confidence, its own abstain
+  loaded, `Router.decide`) answers with its calibrated confidence, its own abstain
   decision and reason (`low_confidence` or `unfamiliar_request`, thresholds fitted on
   validation and saved with the checkpoint) and the plan's source (`model`,
   `creator_memory`, `population_memory`); the request's `creator` selects that

@@ -17,7 +17,7 @@ Design choices:
 * Refusals the protocol answers itself (a malformed request, a cap) use the app's JSON
   error shape, `{"error": "..."}`, like every other error.
 * HTTP parsing is httptools (llhttp, C; part of `uvicorn[standard]`); h11 stays available
-  (`protocol_for(cfg, parser="h11")`). Issue 14: at concurrency 8 the pure-Python h11 parser was ~40 %
+  (`protocol_for(cfg, parser="h11")`). At concurrency 8 the pure-Python h11 parser was ~40 %
   of the event loop's ~1.5 ms per request, time during which the next batch's requests
   were not yet queued, so batches split (3 + 5 instead of 8) and each request waited for
   the other half's batch; with httptools 20-25 % more requests per second.

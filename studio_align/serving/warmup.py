@@ -49,7 +49,7 @@ def settle_heap(*, collect: bool) -> None:
     """Put everything alive now (the model, JAX's traces and compiled programs, the app)
     out of the cyclic garbage collector's reach (`gc.freeze`).
 
-    Issue 14: a full (generation-2) collection walked all of it, an 0.4-0.9 s pause in
+    Unfrozen, a full (generation-2) collection walked all of it, an 0.4-0.9 s pause in
     whichever request's allocation triggered it: the max latency at concurrency 8 and the
     p99 at 64. Frozen objects are still freed by reference counting; only cycles among
     them are never collected. At start-up the garbage of loading and warm-up is collected

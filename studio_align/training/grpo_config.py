@@ -59,7 +59,7 @@ class GRPOConfig(Strict):
     # overlapped rollout: step n+1's groups are sampled (and scored) in a thread while step
     # n's update runs, from parameters at most `max_staleness` updates old, corrected by
     # `async_correction`. Off by default: at the peer harness's dims it is 1.14x faster
-    # (two cores), but on the toy task (bench/grpo_async.py, 3 seeds, round 5) its final
+    # (two cores), but on the toy task (bench/grpo_async.py, 3 seeds) its final
     # reward is mixed: better with mu 2 (0.887 vs 0.772), worse with mu 1 (0.475 vs 0.681).
     async_rollout: bool = False
     max_staleness: int = Field(default=1, ge=1)

@@ -1,8 +1,8 @@
 """Replay: the task's own labelled (SFT) records rehearsed beside a preference objective.
 
 Why: preference tuning on creators' logs moves the router away from its labels even where
-creators and labels agree (issue 14: the quickstart's final router forgets 4.5 points on
-hand-written validation requests). RPO's NLL on the *chosen* completions keeps the
+creators and labels agree (the quickstart's final router forgot 4.5 points on
+hand-written validation requests without it; docs/experiments/router-sft-replay-during-dpo.md). RPO's NLL on the *chosen* completions keeps the
 creators' plans likely, not the labels; replay adds `alpha * NLL` of the SFT objective
 itself, on the records SFT trained on, so label accuracy is rehearsed while preferences
 are learned (rehearsal against catastrophic forgetting; cf. the "PPO-ptx" pretraining mix

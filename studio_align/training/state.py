@@ -103,10 +103,6 @@ class TrainState:
         """A module view of the current arrays (for evaluation and sampling)."""
         return nnx.merge(self.graphdef, self.params, self.rest)
 
-    def write_back(self, model: nnx.Module) -> None:
-        """Put the trained arrays back into `model` (the caller's module)."""
-        nnx.update(model, self.params, self.rest)
-
 
 @dataclass
 class RunCheckpoints:

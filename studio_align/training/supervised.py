@@ -11,7 +11,11 @@ Design choices:
 - A step's batch is `[grad_accum, micro, ...]`, split over the mesh's data and fsdp axes
   on the micro dimension; `accumulate.py` scans over micro-batches (exact).
 - Batch sources are step-indexed (`batches.py`), so the data position saved in a
-  checkpoint is the step itself and the step keeps no state of its own.
+  checkpoint is the step itself. A source with `reads_model = True` is called as
+  `source(step, model)` with the current (not yet donated) weights: on-policy data such
+  as PPO's rollouts or a student's own samples, drawn on the host before the update. A
+  source with `state_dict()` (JSON) has it saved in every checkpoint's record and handed
+  back to its `load_state_dict(state)` on resume (e.g. PPO's KL coefficient).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from studio_align.errors import ConfigError, DataError
 from studio_align.models.sharding import BATCH_AXES, batch_parallelism
 from studio_align.training.accumulate import LossFn, accumulated_grads
-from studio_align.training.batches import BatchSource, HostBatch, as_source
+from studio_align.training.batches import BatchSource, HostBatch, ModelSource, as_source
 from studio_align.training.state import TrainState
 
 if TYPE_CHECKING:
@@ -67,9 +71,10 @@ class SupervisedStep:
 
     updates_per_step = 1
 
-    def __init__(self, loss_fn: LossFn, batches: BatchSource | Iterable[HostBatch]):
+    def __init__(self, loss_fn: LossFn, batches: BatchSource | ModelSource | Iterable[HostBatch]):
         self.loss_fn = loss_fn
-        self.source = as_source(batches)
+        self.reads_model = bool(getattr(batches, "reads_model", False))
+        self.source: Any = batches if self.reads_model else as_source(batches)
         self.steps_per_epoch: int | None = getattr(batches, "steps_per_epoch", None)
         self.examples_per_step = 0
         self.compiles = 0
@@ -100,26 +105,31 @@ class SupervisedStep:
 
     def step(self, state: TrainState, i: int) -> dict[str, Any]:
         assert self._update is not None and self._mesh is not None, "bind() first"
-        batch = place_batch(self.source(i), self._accum, self.examples_per_step, self._mesh)
+        host = self.source(i, state.model()) if self.reads_model else self.source(i)
+        batch = place_batch(host, self._accum, self.examples_per_step, self._mesh)
         state.params, state.rest, state.opt_state, metrics = self._update(
             state.params, state.rest, state.opt_state, batch
         )
         return metrics
 
     def record(self, done: int) -> dict[str, Any]:
-        del done
-        return {}  # the step is the data position
+        del done  # the step is the data position; a stateful source saves its own state
+        return {"source": self.source.state_dict()} if hasattr(self.source, "state_dict") else {}
 
     def restore(self, record: Mapping[str, Any]) -> None:
-        del record
+        if record.get("source") is not None and hasattr(self.source, "load_state_dict"):
+            self.source.load_state_dict(record["source"])
 
     def close(self) -> None:
         pass
 
 
-def supervised(loss_fn: LossFn, batches: BatchSource | Iterable[HostBatch]) -> SupervisedStep:
+def supervised(
+    loss_fn: LossFn, batches: BatchSource | ModelSource | Iterable[HostBatch]
+) -> SupervisedStep:
     """The `train_loop` step that minimises `loss_fn` over `batches`.
 
     `batches` is a step-indexed source `step -> {name: array[batch_size, ...]}` (exact
-    resume) or an iterable of such dicts (fast-forwarded on resume)."""
+    resume), an on-policy `ModelSource` (`source(step, model)`), or an iterable of such
+    dicts (fast-forwarded on resume)."""
     return SupervisedStep(loss_fn, batches)

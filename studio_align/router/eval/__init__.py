@@ -8,7 +8,7 @@
   An evaluation set: never used to choose a setting.
 - `handwritten_val`: 80 further hand-written requests (40 + 40) in the same styles, the
   *validation* set on which calibration, abstention thresholds and settings are chosen.
-- `handwritten_val2`: 96 more validation requests (48 + 48), written in round 5 before the
+- `handwritten_val2`: 96 more validation requests (48 + 48), written before the
   colloquial-phrasing lever was built or tuned, weighted to how people actually type to a
   creative tool (Chinese particles and verbs such as 帮我/整个/搞/弄/呗/吧, fragments,
   run-on briefs, code-switching, typos, product names). Validation only, never training.
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.errors import DataError
-from studio_align.router.demo import read_examples
+from studio_align.router.data import read_examples
 
 HERE = Path(__file__).resolve().parent
 SETS = (

@@ -48,7 +48,7 @@ class FlowGRPOConfig(Strict):
     guidance: float = Field(1.0, gt=0)
     mu: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
-    # 5e-5 / KL 0.05 chosen on the validation split (docs/flow.md, "Guards", round 4): at
+    # 5e-5 / KL 0.05 chosen on the validation split (docs/experiments/flow-guards-default-setting.md): at
     # 2e-4 `lumen` moved past its own picks within 4 steps (FD to them 1.2x -> 4.3x);
     # 1e-3 collapsed the pretrained base (reward fell)
     learning_rate: float = Field(5e-5, gt=0)
@@ -226,7 +226,3 @@ def flow_dpo(
     batches = DPOBatches(pairs, cfg.batch_size, cfg.seed)
     loss_fn = make_dpo_loss(reference, beta=cfg.beta)
     return train_loop(model, run, supervised(loss_fn, batches), name="flow_dpo")
-
-
-def as_jnp(x: Any) -> Any:
-    return jax.tree.map(jnp.asarray, x)

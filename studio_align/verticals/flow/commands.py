@@ -6,7 +6,8 @@
   --out DIR`: PNGs from the ODE sampler (`--checkpoint base` = the packaged weights).
 - `studio-align eval flow --checkpoint DIR`: win rate under each simulated creator's
   hidden utility against the base, diversity and Fréchet-distance ratios, on training
-  and held-out tag sets (`verticals.flow.evaluate.compare`).
+  and held-out tag sets (`verticals.flow.evaluate.compare`), then the sample-quality
+  section (`evaluate.sample_quality_section`; `--no-quality` skips it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from studio_align.jsonsafe import json_safe
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, load_flow
 from studio_align.verticals.flow.creators import CREATORS, write_png
 from studio_align.verticals.flow.data import make_dataset
-from studio_align.verticals.flow.evaluate import compare, generate
+from studio_align.verticals.flow.evaluate import compare, generate, sample_quality_section
 from studio_align.verticals.flow.pretrain import FlowPretrainConfig, pretrain_flow
 from studio_align.verticals.flow.task import parse_prompt
 
@@ -68,10 +69,16 @@ def generate_cmd(
 @click.option("--n-per-set", type=click.IntRange(2, 1024), default=16, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
 @click.option("--report", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--quality/--no-quality", default=True, show_default=True,
+    help="Sample-quality section: seam, noise and tag recognisability vs real images.",
+)  # fmt: skip
 def eval_flow(
-    checkpoint: str, base: str, n_per_set: int, as_json: bool, report: Path | None
-) -> None:
-    """Per creator: win rate vs base, diversity and Fréchet distance ratios."""
+    checkpoint: str, base: str, n_per_set: int, as_json: bool, report: Path | None,
+    quality: bool,
+) -> None:  # fmt: skip
+    """Per creator: win rate vs base, diversity and Fréchet distance ratios; sample quality
+    of base and aligned against fresh real images at guidance 1 and 3."""
     aligned, _ = load_flow(_checkpoint(checkpoint))
     ref, _ = load_flow(_checkpoint(base))
     data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0
@@ -84,14 +91,30 @@ def eval_flow(
     }
     if report is not None:
         report.mkdir(parents=True, exist_ok=True)
+    if quality:
+        out["sample_quality"] = sample_quality_section(
+            {"base": ref, "aligned": aligned}, n_per_set=max(n_per_set, 24), report_dir=report
+        )
+    if report is not None:
         (report / "flow_eval.json").write_text(json.dumps(json_safe(out), indent=2))
     if as_json:
         click.echo(json.dumps(json_safe(out), indent=2))
         return
     for name, rep in out.items():
+        if name == "sample_quality":
+            continue
         for split in ("train", "heldout"):
             m = rep[split]
             click.echo(
                 f"{name:8s} {split:8s} win_rate={m['win_rate']:.3f} "
                 f"diversity={m['diversity/ratio']:.2f}x fd={m['fd/ratio']:.2f}x"
             )
+    if quality:
+        for name, by_g in out["sample_quality"]["figures"].items():
+            for g, q in by_g.items():
+                click.echo(
+                    f"{name:8s} {g:12s} seam={q['seam_ratio']:.2f}x "
+                    f"noise={q['noise_ratio']:.2f}x"
+                    f" recognisability={q['recognisability']:.2f}x real"
+                    f" ({q['tag_accuracy/generated']:.2f} vs {q['tag_accuracy/real']:.2f})"
+                )

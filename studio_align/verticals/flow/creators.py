@@ -10,7 +10,7 @@ saliency `|luma - border median|`, i.e. what differs from the backdrop). Built-i
 Choices are noisy (Gumbel-max over `u / temperature`), so a creator is not perfectly
 consistent and a reward model learned from the logs is an estimate, not the utility.
 `selection_logs` shows each creator sessions of base-model candidates and writes their
-picks in the DESIGN.md selection format (PNG files beside the JSONL).
+picks in the docs/design.md selection format (PNG files beside the JSONL).
 
 `CompositionEncoder` (`flow-composition`, registered by this vertical's plugin) is the
 colour-statistics vector plus the composition statistics, so a Bradley-Terry head can

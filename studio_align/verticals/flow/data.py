@@ -196,3 +196,15 @@ def make_dataset(
 def to_model_space(images_uint8: np.ndarray) -> np.ndarray:
     """uint8 [0, 255] -> float32 [-1, 1]."""
     return images_uint8.astype(np.float32) / 127.5 - 1.0
+
+
+def real_by_tag_set(
+    tag_sets: Sequence[tuple[str, Sequence[str]]], n_per_set: int, *, seed: int, size: int = 32
+) -> np.ndarray:
+    """`n_per_set` fresh images per tag set [S, N, size, size, 3] in [0, 1] (8-bit
+    quantised, as the pretraining data is); `seed` picks the draws."""
+    rng = np.random.default_rng(seed)
+    return np.stack(
+        [np.stack([np.round(render(rng, v, ts, size) * 255) / 255 for _ in range(n_per_set)])
+         for v, ts in tag_sets]
+    ).astype(np.float32)  # fmt: skip

@@ -11,6 +11,10 @@
   samples and of the pretraining data (a quality proxy in the spirit of FID, with a
   fixed numpy encoder instead of Inception).
 
+- **Sample quality** (`quality_figures`, the `quality` module): seam, noise and tag
+  recognisability ratios of samples against fresh real images of the same tag sets, at
+  guidance 1 and 3: does the model draw what its data shows, before and after alignment?
+
 Evaluation tag sets are fixed before any tuning: `HELDOUT_TAG_SETS` are never used by
 alignment (the overfitting check); `TRAIN_TAG_SETS` are the rest.
 """
@@ -18,6 +22,7 @@ alignment (the overfitting check); `TRAIN_TAG_SETS` are the rest.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,8 +30,10 @@ from scipy import linalg
 
 from studio_align.generation.flow_sampler import sample_ode, to_unit
 from studio_align.reward_models.color_stats import color_features
+from studio_align.verticals.contact_sheet import contact_sheet, save_sheet
 from studio_align.verticals.flow.creators import CompositionEncoder, FlowTaste
-from studio_align.verticals.flow.data import ALL_TAG_SETS, encode
+from studio_align.verticals.flow.data import ALL_TAG_SETS, encode, label, real_by_tag_set
+from studio_align.verticals.flow.quality import TagClassifier, fit_tag_classifier, sample_quality
 
 HELDOUT_TAG_SETS: list[tuple[str, tuple[str, ...]]] = [
     ("storyboard", ("two-shot", "night")),
@@ -152,4 +159,71 @@ def compare(
             m["reward/aligned"] = float(scorer.score_images(list(flat_a), creators).mean())
             m["reward/base"] = float(scorer.score_images(list(flat_b), creators).mean())
         out[split] = m
+    return out
+
+
+def quality_figures(
+    models: dict[str, Any], tag_sets: Sequence[tuple[str, Sequence[str]]], real: np.ndarray,
+    classifier: TagClassifier, *, patch: int, n_per_set: int = 24,
+    guidances: Sequence[float] = (1.0, 3.0), seed: int = 1234, steps: int = 20,
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, np.ndarray]]]:  # fmt: skip
+    """The sample-quality section: per model name and guidance (`"guidance 3"`), the
+    `quality.sample_quality` figures of `n_per_set` samples per tag set against `real`
+    [S, N, H, W, 3] images of the same `tag_sets` (fresh, not the classifier's); and
+    the samples themselves by model and guidance (for the report's grids)."""
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+    samples: dict[str, dict[str, np.ndarray]] = {}
+    for name, model in models.items():
+        for g in guidances:
+            key = f"guidance {g:g}"
+            x = generate(model, tag_sets, n_per_set, seed=seed, steps=steps, guidance=g)
+            figures.setdefault(name, {})[key] = sample_quality(x, real, classifier, patch=patch)
+            samples.setdefault(name, {})[key] = x
+    return figures, samples
+
+
+def quality_sheet(
+    real: np.ndarray, samples: dict[str, np.ndarray], tag_sets: Sequence[tuple[str, Sequence[str]]],
+    *, per_model: int = 3, title: str | None = None,
+) -> Any:  # fmt: skip
+    """A labelled grid: rows = tag sets, columns = `per_model` real images then as many
+    samples of each named model (`samples[name]` [S, N, H, W, 3])."""
+    columns = [f"real {i + 1}" for i in range(per_model)]
+    cells = [list(real[s, :per_model]) for s in range(len(tag_sets))]
+    for name, x in samples.items():
+        columns += [f"{name} {i + 1}" for i in range(per_model)]
+        for s in range(len(tag_sets)):
+            cells[s] += list(x[s, :per_model])
+    rows = [label(v, ts) for v, ts in tag_sets]
+    return contact_sheet(cells, columns=columns, rows=rows, cell=64, title=title, font_size=12)
+
+
+CLASSIFIER_DRAWS = 300  # real images per tag set the tag classifier is fitted on
+CLASSIFIER_SEED, REAL_SEED = 7, 8  # neither is the pretraining data's seed (0)
+
+
+def sample_quality_section(
+    models: dict[str, Any], *, n_per_set: int = 24, guidances: Sequence[float] = (1.0, 3.0),
+    seed: int = 1234, report_dir: Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """`eval flow`'s sample-quality section for named models (e.g. base and aligned) on
+    every tag set: a tag classifier fitted on `CLASSIFIER_DRAWS` procedural images per tag
+    set, `n_per_set` fresh real images, the figures of `quality_figures` (seam measured on
+    the first model's patch grid); with `report_dir`, one labelled sheet per guidance."""
+    first = next(iter(models.values()))
+    size, patch = first.cfg.image_size, getattr(first.cfg, "patch", 8)
+    clf = fit_tag_classifier(real_by_tag_set(ALL_TAG_SETS, CLASSIFIER_DRAWS,
+                                             seed=CLASSIFIER_SEED, size=size))  # fmt: skip
+    real = real_by_tag_set(ALL_TAG_SETS, n_per_set, seed=REAL_SEED, size=size)
+    figures, samples = quality_figures(models, ALL_TAG_SETS, real, clf, patch=patch,
+                                       n_per_set=n_per_set, guidances=guidances, seed=seed)  # fmt: skip
+    out: dict[str, Any] = {"patch": patch, "n_per_set": n_per_set, "figures": figures}
+    if report_dir is not None:
+        sheets = {}
+        for g in guidances:
+            key = f"guidance {g:g}"
+            sheet = quality_sheet(real, {n: s[key] for n, s in samples.items()}, ALL_TAG_SETS,
+                                  title=f"real vs samples, {key}, same noise per column")  # fmt: skip
+            sheets[key] = str(save_sheet(sheet, report_dir / f"quality_g{g:g}.png"))
+        out["sheets"] = sheets
     return out

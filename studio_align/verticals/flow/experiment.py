@@ -4,7 +4,7 @@ generator aligns, and the result is measured against each creator's hidden taste
 `run_seed` for one seed:
 1. the base model samples `k` candidates for `events_per_set` events of every training
    tag set (ODE, 20 steps); every simulated creator picks one per event, which writes
-   selection logs in the DESIGN.md format (`creators.selection_logs`);
+   selection logs in the docs/design.md format (`creators.selection_logs`);
 2. `reward_models.train.train_reward` fits a Bradley-Terry model with per-creator heads
    over the `flow-composition` encoder on those logs (creator/session split, gate);
 3. per creator, Flow-GRPO against the `aesthetic` reward (that model, the creator's head;
@@ -13,7 +13,7 @@ generator aligns, and the result is measured against each creator's hidden taste
 4. `evaluate.compare` on training and held-out tag sets.
 
 `quickstart_stage` is the short version the quickstart runs: one seed, Flow-GRPO only,
-and a before/after grid per creator (`grids.py`).
+and a labelled before/after grid per creator (`before_after_sheet`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 from studio_align.reward_models.color_stats import color_features
 from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.reward_models.train import RewardTrainConfig, train_reward
+from studio_align.verticals.contact_sheet import contact_sheet, save_sheet
 from studio_align.verticals.flow.align import (
     FlowDPOConfig,
     FlowGRPOConfig,
@@ -118,7 +119,7 @@ def taste_fd_ratio(prep: dict[str, Any], creator: str) -> float:
     return picked / first
 
 
-# the quickstart's guards: the validated defaults (docs/flow.md, "Guards", round 4)
+# the quickstart's guards: the validated defaults (docs/experiments/flow-guards-default-setting.md)
 QUICKSTART_GUARDS = GuardConfig()
 STOP_NOISE = 4242  # validation noise of the early-stopping check (evaluation uses 1234)
 
@@ -249,21 +250,14 @@ def summarise(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def save_grid(images: np.ndarray, path: str | Path, *, scale: int = 3, pad: int = 2) -> Path:
-    """Images [R, C, H, W, 3] in [0, 1] as one PNG grid (rows R, columns C), upscaled."""
-    from PIL import Image
-
-    r, c, h, w, _ = images.shape
-    canvas = np.ones((r * (h + pad) + pad, c * (w + pad) + pad, 3), np.float32)
-    for i in range(r):
-        for j in range(c):
-            y, x = pad + i * (h + pad), pad + j * (w + pad)
-            canvas[y : y + h, x : x + w] = images[i, j]
-    im = Image.fromarray(np.round(canvas * 255).astype(np.uint8))
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    im.resize((im.width * scale, im.height * scale), Image.Resampling.NEAREST).save(p)
-    return p
+def before_after_sheet(base: np.ndarray, aligned: np.ndarray, title: str) -> Any:
+    """A labelled grid: rows = training tag sets, columns = base samples then the aligned
+    model's from the same noise ([S, N, H, W, 3] each)."""
+    n = base.shape[1]
+    cells = [list(base[s]) + list(aligned[s]) for s in range(len(base))]
+    columns = [f"base {i + 1}" for i in range(n)] + [f"aligned {i + 1}" for i in range(n)]
+    rows = [label(v, ts) for v, ts in TRAIN_TAG_SETS]
+    return contact_sheet(cells, columns=columns, rows=rows, cell=96, title=title, font_size=12)
 
 
 def quickstart_stage(
@@ -284,9 +278,8 @@ def quickstart_stage(
         sets = TRAIN_TAG_SETS
         b = generate(base, sets, 4, seed=99)
         a = generate(aligned, sets, 4, seed=99)
-        grids[name] = str(
-            save_grid(np.concatenate([b, a], axis=1), root / f"{name}_before_after.png")
-        )
+        sheet = before_after_sheet(b, a, f"{name}: Flow-GRPO, base vs aligned, same noise")
+        grids[name] = str(save_sheet(sheet, root / f"{name}_before_after.png"))
     summary = {
         "grids": grids,
         "win_rate": {k: v["train"]["win_rate"] for k, v in rep["results"].items()},

@@ -41,8 +41,8 @@ class GuardConfig(Strict):
     checked every `check_every` steps on `check_samples` samples per training tag set,
     keeping the last weights that passed.
 
-    The defaults are the setting chosen on the validation split (docs/flow.md, "Guards",
-    round 4): early stopping at FD 1.4x / diversity 0.85x on 16 samples per tag set every
+    The defaults are the setting chosen on the validation split (docs/experiments/flow-guards-default-setting.md):
+    early stopping at FD 1.4x / diversity 0.85x on 16 samples per tag set every
     2 steps, next to `FlowGRPOConfig`'s small learning rate and KL 0.05. The stop is 1.4x,
     not the 1.5x it guards, because the 16-sample check is noisy: on validation, stopping
     at 1.5x left `lumen` at 1.56x on fresh noise, stopping at 1.4x at 1.43x. The anchor is off:
@@ -60,7 +60,7 @@ class GuardConfig(Strict):
 
     @classmethod
     def off(cls) -> GuardConfig:
-        """No guard at all (the unguarded Flow-GRPO that reward-hacked in rounds 2-3)."""
+        """No guard at all (unguarded, Flow-GRPO reward-hacks: docs/experiments/flow-grpo-unguarded.md)."""
         return cls(stop_fd_ratio=None, stop_diversity_ratio=None)
 
     def weights(self, base: dict[str, float]) -> dict[str, float]:

@@ -5,6 +5,7 @@ Engine pieces: `renderer` (parameters -> pixels, per-pixel only), `lut` (`.cube`
 GRPO rollouts). From a platform's logs: `logs` (retouch, selection, rating events),
 `dataset` (thumbnails and arrays), `model` (the served, creator-conditioned model),
 `run_config` + `train` (`train grading`), `apply` (`grade`), `evaluate` (`eval grading`),
-`task` + `plugin` (the `grading` task). Demo data: `scenes`, `creator`, `platform_demo`;
-the older single-creator demo: `bc`, `tune`, `demo`. See docs/grading.md.
+`task` + `plugin` (the `grading` task), `rollout` (GRPO's policy), `report`, `commands`.
+Its simulator (scenes, creators with a hidden taste, a platform export, the oracle
+comparison) is `studio_align.simulate.grading`. See docs/grading.md.
 """

@@ -1,4 +1,4 @@
-"""The grading vertical's commands: `train grading`, `grade`, `eval grading`, `data demo-grading`.
+"""The grading vertical's commands: `train grading`, `grade`, `eval grading`.
 
 Thin: each parses options, calls one library function in `verticals.grading` and prints.
 Added by the vertical's plugin (`plugin.py`), imported only when one of them runs.
@@ -15,8 +15,8 @@ from studio_align.commands import echo_result, load_run_config, run_config_optio
 from studio_align.errors import DataError
 from studio_align.jsonsafe import json_safe
 from studio_align.verticals.grading.apply import grade_files
-from studio_align.verticals.grading.evaluate import creator_rows, evaluate_grading
-from studio_align.verticals.grading.platform_demo import write_platform_demo
+from studio_align.verticals.grading.evaluate import evaluate_grading
+from studio_align.verticals.grading.report import creator_rows
 from studio_align.verticals.grading.run_config import GradingRunConfig
 from studio_align.verticals.grading.train import train_grading
 
@@ -134,29 +134,3 @@ def eval_grading(
     click.echo(json.dumps(json_safe(fig["summary"])))
     if "report" in fig:
         click.echo(f"report: {fig['report']}")
-
-
-@click.command("demo-grading")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--retouches", type=click.IntRange(0), default=60, show_default=True, help="Per creator.")  # fmt: skip
-@click.option("--selections", type=click.IntRange(0), default=60, show_default=True, help="Per creator.")  # fmt: skip
-@click.option("--ratings", type=click.IntRange(0), default=20, show_default=True, help="Per creator.")  # fmt: skip
-@click.option("--size", type=click.IntRange(16), default=96, show_default=True, help="Image side in pixels.")  # fmt: skip
-@click.option("--format", "image_format", type=click.Choice(["png", "jpg"]), default="png")
-@click.option("--seed", type=int, default=0)
-def demo_grading(
-    out_dir: Path,
-    retouches: int,
-    selections: int,
-    ratings: int,
-    size: int,
-    image_format: str,
-    seed: int,
-) -> None:
-    """Write simulated creators' grading logs (JSONL) and images, as a platform exports them."""
-
-    log = write_platform_demo(
-        out_dir, retouches=retouches, selections=selections, ratings=ratings, size=size,
-        image_format=image_format, seed=seed,
-    )  # fmt: skip
-    click.echo(str(log))

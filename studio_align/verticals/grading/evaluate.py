@@ -28,13 +28,12 @@ training groups are left out and counted, so passing the training logs is safe):
 
 from __future__ import annotations
 
-import html
-import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw
 
 from studio_align.errors import CheckpointError
 from studio_align.reward_models.color_stats import SCALAR_NAMES, color_statistics
@@ -44,6 +43,7 @@ from studio_align.verticals.grading.dataset import Thumbs, load_thumbs
 from studio_align.verticals.grading.logs import GradingLogs, Selection, read_grading_logs
 from studio_align.verticals.grading.model import GradingModel
 from studio_align.verticals.grading.renderer import N_PARAMS, render
+from studio_align.verticals.grading.report import write_report
 
 
 def win_rate(a: np.ndarray, b: np.ndarray) -> float:
@@ -145,10 +145,10 @@ def _look(images: list[np.ndarray]) -> np.ndarray:
 
 def _retouch_figures(
     tuned: GradingModel, base: GradingModel, data: GradingLogs, th: Thumbs
-) -> tuple[dict[str, dict[str, Any]], dict[str, list[np.ndarray]]]:
+) -> dict[str, dict[str, Any]]:
     rs = [r for r in data.retouches if r.split == "heldout"]
     if not rs:
-        return {}, {}
+        return {}
     src = th.pixels[th.rows([r.image for r in rs])]
     who = [r.creator for r in rs]
     target = render(src, np.stack([r.after for r in rs]))
@@ -158,42 +158,49 @@ def _retouch_figures(
         "identity": src,
     }
     de = {k: mean_delta_e(v, target) for k, v in imgs.items()}
-    out, grids = {}, {}
+    out = {}
     for c, d in _by_creator(who, de).items():
         out[c] = {
             "retouches": len(d["tuned"]),
             "delta_e": {k: float(v.mean()) for k, v in d.items()},
             "tuned_below_base": bool(d["tuned"].mean() < d["untuned"].mean()),
         }
-        rows = [i for i, w in enumerate(who) if w == c][:4]
-        grids[c] = [
-            np.concatenate([src[i], imgs["untuned"][i], imgs["tuned"][i], target[i]], 1)
-            for i in rows
-        ]
-    return out, grids
+    return out
 
 
-def _reward_figures(meta: dict[str, Any], data: GradingLogs, th: Thumbs) -> dict[str, Any]:
-    path = meta.get("reward_model")
-    if not path or not (Path(path) / "meta.json").exists():
-        return {}
-    scorer = AestheticScorer.load(path, require_gate=False)
-    right: dict[str, list[bool]] = {}
-    for s in data.selections:
-        if s.split != "heldout":
-            continue
-        sc = scorer.score_images(list(th.pixels[th.rows(s.images)]), [s.creator] * len(s.images))
-        for c in s.chosen:
-            for j in range(len(s.images)):
-                if j not in s.chosen:
-                    right.setdefault(s.creator, []).append(bool(sc[c] > sc[j]))
-    return {c: {"pairs": len(v), "accuracy": float(np.mean(v))} for c, v in right.items()}
+def creator_spread(model: GradingModel, sources: np.ndarray, creators: Sequence[str]) -> np.ndarray:
+    """Mean ΔE2000 [C, C] between the grades `model` gives each pair of `creators` for the
+    same `sources` [N, S, S, 3]: how far apart the model's tastes are. Near 0 everywhere
+    means one grade for everyone, whatever the creators' logs showed."""
+    rendered = [
+        render(sources, model.predict(sources, [""] * len(sources), [c] * len(sources)))
+        for c in creators
+    ]
+    m = np.zeros((len(creators), len(creators)))
+    for i in range(len(creators)):
+        for j in range(i + 1, len(creators)):
+            m[i, j] = m[j, i] = float(mean_delta_e(rendered[i], rendered[j]).mean())
+    return m
 
 
-def evaluate_grading(
-    checkpoint: str | Path, logs: list[str], *, report_dir: str | Path | None = None
-) -> dict[str, Any]:
-    """Every figure of the module docstring, by creator and overall; optional HTML report."""
+@dataclass
+class HeldOut:
+    """A tuned checkpoint, its base, and the held-out events of its own split."""
+
+    tuned: GradingModel
+    base: GradingModel
+    data: GradingLogs
+    thumbs: Thumbs
+    left_out: dict[str, int]
+
+    def retouch_sources(self) -> np.ndarray:
+        """Thumbnails [N, S, S, 3] of the held-out retouches' images, in log order."""
+        return self.thumbs.pixels[self.thumbs.rows([r.image for r in self.data.retouches])]
+
+
+def load_heldout(checkpoint: str | Path, logs: list[str]) -> HeldOut:
+    """The checkpoint, its `base/` and the held-out events of `logs` under the run's split
+    (training events are dropped and counted in `left_out`; unreadable images skipped)."""
     ckpt = Path(checkpoint)
     tuned = GradingModel.load(ckpt)
     if not (ckpt / "base").is_dir():
@@ -214,8 +221,36 @@ def evaluate_grading(
     data.ratings = []
     th, bad = load_thumbs(data.images(), tuned.thumbnail, skip_bad=True)
     data.drop_images(bad)
+    return HeldOut(tuned, base, data, th, left_out)
+
+
+def _reward_figures(meta: dict[str, Any], data: GradingLogs, th: Thumbs) -> dict[str, Any]:
+    path = meta.get("reward_model")
+    if not path or not (Path(path) / "meta.json").exists():
+        return {}
+    scorer = AestheticScorer.load(path, require_gate=False)
+    right: dict[str, list[bool]] = {}
+    for s in data.selections:
+        if s.split != "heldout":
+            continue
+        sc = scorer.score_images(list(th.pixels[th.rows(s.images)]), [s.creator] * len(s.images))
+        for c in s.chosen:
+            for j in range(len(s.images)):
+                if j not in s.chosen:
+                    right.setdefault(s.creator, []).append(bool(sc[c] > sc[j]))
+    return {c: {"pairs": len(v), "accuracy": float(np.mean(v))} for c, v in right.items()}
+
+
+def evaluate_grading(
+    checkpoint: str | Path, logs: list[str], *, report_dir: str | Path | None = None,
+    sections: Sequence[str] = (),
+) -> dict[str, Any]:  # fmt: skip
+    """Every figure of the module docstring, by creator and overall; optional HTML report
+    (`sections`: extra HTML appended to it, e.g. a simulator's view of the same run)."""
+    held = load_heldout(checkpoint, logs)
+    tuned, base, data, th = held.tuned, held.base, held.data, held.thumbs
     sel = _selection_figures(tuned, base, data, th)
-    ret, grids = _retouch_figures(tuned, base, data, th)
+    ret = _retouch_figures(tuned, base, data, th)
     rm = _reward_figures(tuned.meta, data, th)
     creators = sorted(set(sel) | set(ret) | set(rm))
     by_creator = {
@@ -225,8 +260,11 @@ def evaluate_grading(
     wins = [v["win_rate_vs_untuned"] for v in sel.values()]
     look_wins = [v["look_win_rate_vs_untuned"] for v in sel.values()]
     below = [v["tuned_below_base"] for v in ret.values()]
+    spread_names = sorted(ret)
+    sources = held.retouch_sources()
+    spread = creator_spread(tuned, sources, spread_names) if len(sources) else np.zeros((0, 0))
     fig: dict[str, Any] = {
-        "checkpoint": str(ckpt),
+        "checkpoint": str(checkpoint),
         "creators": by_creator,
         "summary": {
             "creators": len(creators),
@@ -237,80 +275,14 @@ def evaluate_grading(
             "creators_look_win_rate_at_least_0.75": int(sum(w >= 0.75 for w in look_wins)),
             "fraction_creators_delta_e_below_base": float(np.mean(below)) if below else None,
         },
-        "left_out_training_events": left_out,
+        "creator_spread": {
+            "creators": spread_names,
+            "delta_e": spread.tolist(),
+            "images": len(sources),
+        },
+        "left_out_training_events": held.left_out,
         "skipped": dict(data.skipped),
     }
     if report_dir is not None:
-        fig["report"] = str(write_report(Path(report_dir), fig, grids))
+        fig["report"] = str(write_report(Path(report_dir), fig, held, sections=sections))
     return fig
-
-
-ROW_KEYS = (
-    "rm_accuracy",
-    "win_vs_untuned",
-    "win_vs_identity",
-    "look_win_vs_untuned",
-    "look_win_vs_identity",
-    "delta_e_tuned",
-    "delta_e_untuned",
-    "delta_e_identity",
-)
-
-
-def creator_rows(fig: dict[str, Any]) -> list[dict[str, Any]]:
-    """One flat row per creator of `evaluate_grading`'s figures (`ROW_KEYS`, None where a
-    creator has no such events), so the CLI table and the HTML report read the same."""
-    rows = []
-    for c, v in fig["creators"].items():
-        s, r, m = v["selections"] or {}, v["retouches"] or {}, v["reward_model"] or {}
-        de = r.get("delta_e", {})
-        rows.append(
-            {
-                "creator": c,
-                "rm_accuracy": m.get("accuracy"),
-                "win_vs_untuned": s.get("win_rate_vs_untuned"),
-                "win_vs_identity": s.get("win_rate_vs_identity"),
-                "look_win_vs_untuned": s.get("look_win_rate_vs_untuned"),
-                "look_win_vs_identity": s.get("look_win_rate_vs_identity"),
-                "delta_e_tuned": de.get("tuned"),
-                "delta_e_untuned": de.get("untuned"),
-                "delta_e_identity": de.get("identity"),
-            }
-        )
-    return rows
-
-
-def write_report(out: Path, fig: dict[str, Any], grids: dict[str, list[np.ndarray]]) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    parts = [
-        "<!doctype html><meta charset='utf-8'><title>studio-align: grading evaluation</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}td,th{padding:3px 8px}"
-        "table{border-collapse:collapse}tr:nth-child(even){background:#f4f4f4}</style>",
-        f"<h1>Grading evaluation</h1><p>checkpoint <code>{html.escape(fig['checkpoint'])}</code>"
-        "</p><pre>" + html.escape(json.dumps(fig["summary"], indent=1)) + "</pre>",
-        "<table><tr><th>creator</th><th>RM held-out acc.</th><th>win vs untuned</th>"
-        "<th>win vs identity</th><th>look win vs untuned</th><th>look win vs identity</th>"
-        "<th>ΔE tuned</th><th>ΔE untuned</th><th>ΔE identity</th></tr>",
-    ]
-
-    def f(x: Any) -> str:
-        return "–" if x is None else f"{x:.3f}"
-
-    for row in creator_rows(fig):
-        cells = "".join(f"<td>{f(row[k])}</td>" for k in ROW_KEYS)
-        parts.append(f"<tr><td>{html.escape(row['creator'])}</td>{cells}</tr>")
-    parts.append("</table><h2>Held-out retouches: source | untuned | tuned | creator</h2>")
-    for c, rows in grids.items():
-        if not rows:
-            continue
-        grid = np.concatenate(rows, 0)
-        im = Image.fromarray((np.clip(grid, 0, 1) * 255 + 0.5).astype(np.uint8))
-        im = im.resize((im.width * 2, im.height * 2), Image.Resampling.NEAREST)
-        ImageDraw.Draw(im).text((4, 4), c, fill=(255, 255, 255))
-        name = f"grid_{''.join(ch if ch.isalnum() else '_' for ch in c)}.png"
-        im.save(out / name)
-        parts.append(f"<h3>{html.escape(c)}</h3><img src='{name}' alt='{html.escape(c)}'>")
-    (out / "figures.json").write_text(json.dumps(fig, indent=1, default=float))
-    path = out / "index.html"
-    path.write_text("\n".join(parts), encoding="utf-8")
-    return path

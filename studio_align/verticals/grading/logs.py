@@ -6,7 +6,7 @@ keeps what the grading vertical learns from:
 
 - **retouch**: the creator's `after` grade of their own image (behaviour cloning) and
   `after ≻ before` (a preference pair over grades of the same image);
-- **selection**: the creator picked among graded candidates. Besides the DESIGN.md
+- **selection**: the creator picked among graded candidates. Besides the docs/design.md
   fields, a grading platform logs what it rendered: `"source"` (the ungraded image) on
   the event and `"grade"` (parameters) on each candidate. The event schema tolerates
   these extra fields; they are read from the line itself. With them a selection is a

@@ -27,7 +27,7 @@ import numpy as np
 
 from studio_align.algorithms.dpo import dpo_loss
 from studio_align.verticals.grading.policy import GradingPolicy
-from studio_align.verticals.grading.tune import GradingRolloutPolicy
+from studio_align.verticals.grading.rollout import GradingRolloutPolicy
 
 Batch = Mapping[str, jax.Array]
 

@@ -34,6 +34,3 @@ def studio_align_register_commands(cli: Any) -> None:
     cli.lazy("train grading", f"{_COMMANDS}:train_grading_cmd", "Train a grading model from logs.")
     cli.lazy("eval grading", f"{_COMMANDS}:eval_grading", "Score a grading model per creator.")
     cli.lazy("grade", f"{_COMMANDS}:grade", "Grade images with a trained grading model.")
-    cli.lazy(
-        "data demo-grading", f"{_COMMANDS}:demo_grading", "Write a simulated grading platform."
-    )

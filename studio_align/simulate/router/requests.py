@@ -1,0 +1,353 @@
+"""Deterministic generator of labelled creative requests (the embedded demo data).
+
+Each example is a docs/design.md labelled routing example,
+`{"request": {"text", "attachments"}, "plan": [...]}`, drawn from the intents of
+`phrases.py`: about half Chinese and half English, single steps and the common
+2- and 3-step plans, with attachments where the plan needs them.
+
+Variation, so a router cannot pass by memorising strings:
+- many templates per intent and language, filled from slot pools (subjects, styles,
+  durations, moods, looks, products, ...);
+- mixed language: a slot filled from the other language's pool, or Chinese product
+  words switched to English (`视频` -> `video`);
+- synonyms swapped in (`photo` -> `pic`, `视频` -> `短片`) and clauses reordered;
+- word dropout (training only);
+- politeness prefixes and suffixes, random capitalisation, and typos (adjacent swap,
+  dropped or doubled letter in English; a dropped character in Chinese).
+
+Splits: `split="train"` uses each intent's training templates, `split="heldout"` only
+the held-out templates (phrasings never seen in training). Everything is a pure
+function of the seed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from studio_align.simulate.router.colloquial import colloquialize
+from studio_align.simulate.router.phrases import (
+    CONNECTORS,
+    FILLERS,
+    FIRST_ATTACHMENTS,
+    FIRST_CLAUSES,
+    HELDOUT_PER_LANG,
+    INTENTS,
+    PREFIXES,
+    SLOTS,
+    SUFFIXES,
+    SYNONYMS,
+    THEN_CLAUSES,
+    ZH_TO_EN_WORDS,
+    Intent,
+)
+from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
+
+Split = Literal["train", "heldout"]
+LANGS = ("en", "zh")
+# Fraction of training requests written by `styles` (0 = templates only). 0.4 against 0 on validation (hand-written + generator, 300 SFT steps): 0.850
+# vs 0.781 exact; no other value was tried.
+STYLED_PROB = 0.4
+STYLED_TYPO_PROB = 0.15
+# Fraction of training requests rewritten as chat-box text (`colloquial`), drawn
+# from a separate random stream so the rest of the training data is unchanged. Off: 0.3
+# against 0 (quickstart SFT, seeds 0 and 1) scored 0.858 vs 0.861 exact on the 176
+# hand-written validation requests (handwritten_val + handwritten_val2), Chinese-only
+# 0.3 scored 0.839 (docs/experiments/router-colloquial-kto-and-forgetting-levers.md).
+COLLOQUIAL_PROB = 0.0
+# Fraction of training requests replaced by a styled request from the wider lexicon
+# (`lexicon_wide`: artefact, technique and use names), drawn from its own random
+# stream like the colloquial lever. Off: 0.25 and 0.5 against 0 (quickstart SFT, paired
+# seeds) lost up to 2.3 and 2.8 points on the 176 hand-written validation requests
+# (docs/experiments/router-weight-ema-wide-lexicon-seed-vote.md).
+WIDE_PROB = 0.0
+
+
+def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
+    """The templates of one intent, language and split."""
+    pool: tuple[str, ...] = intent.en if lang == "en" else intent.zh
+    return pool[:-HELDOUT_PER_LANG] if split == "train" else pool[-HELDOUT_PER_LANG:]
+
+
+def _fill(template: str, lang: str, rng: random.Random, mix_prob: float) -> str:
+    out = template
+    for name, pools in SLOTS.items():
+        key = "{" + name + "}"
+        while key in out:
+            src = lang if rng.random() >= mix_prob else ("zh" if lang == "en" else "en")
+            out = out.replace(key, rng.choice(pools[src]), 1)
+    return out
+
+
+def _typo_en(text: str, rng: random.Random) -> str:
+    words = text.split(" ")
+    cands = [i for i, w in enumerate(words) if len(w) > 3 and w.isalpha()]
+    if not cands:
+        return text
+    i = rng.choice(cands)
+    w = words[i]
+    j = rng.randrange(1, len(w) - 1)
+    op = rng.randrange(3)
+    if op == 0:
+        w = w[:j] + w[j + 1] + w[j] + w[j + 2 :]
+    elif op == 1:
+        w = w[:j] + w[j + 1 :]
+    else:
+        w = w[:j] + w[j] + w[j:]
+    words[i] = w
+    return " ".join(words)
+
+
+def _drop_words(text: str, lang: str, rng: random.Random) -> str:
+    """Delete one or two words (English) or characters (Chinese): word dropout, so the
+    router learns from every cue in a request rather than from its whole shape."""
+    for _ in range(rng.choice([1, 1, 2])):
+        if lang == "en":
+            words = text.split(" ")
+            if len(words) < 5:
+                break
+            del words[rng.randrange(len(words))]
+            text = " ".join(words)
+        else:
+            if len(text) < 8:
+                break
+            i = rng.randrange(len(text))
+            text = text[:i] + text[i + 1 :]
+    return text
+
+
+def _typo_zh(text: str, rng: random.Random) -> str:
+    idx = [i for i, ch in enumerate(text) if "\u4e00" <= ch <= "\u9fff"]
+    if len(idx) < 6:
+        return text
+    i = rng.choice(idx)
+    return text[:i] + text[i + 1 :]
+
+
+def _synonyms(text: str, lang: str, rng: random.Random, prob: float) -> str:
+    table = SYNONYMS[lang]
+    if lang == "zh":
+        for word, alts in table.items():
+            if word in text and rng.random() < prob:
+                text = text.replace(word, rng.choice(alts), 1)
+        return text
+    out = []
+    for w in text.split(" "):
+        core = w.strip(",.:;!?()'-").lower()
+        if core in table and rng.random() < prob:
+            w = w.replace(core, rng.choice(table[core]))
+        out.append(w)
+    return " ".join(out)
+
+
+def _shuffle_clauses(text: str, rng: random.Random) -> str:
+    parts = [p.strip() for p in re.split(r"[,，;；]", text) if p.strip()]
+    if len(parts) < 2:
+        return text
+    rng.shuffle(parts)
+    sep = "，" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else ", "
+    return sep.join(parts)
+
+
+def _pool(options: tuple[str, ...], split: Split) -> tuple[str, ...]:
+    """Compositional pools hold their last entry out of training."""
+    return options[:-1] if split == "train" else options[-1:]
+
+
+def composable(intent: Intent) -> bool:
+    """Plans whose steps all have clause pools and whose attachments are the ones the
+    first clause assumes (so "animate this photo" is only composed with an image)."""
+    first = intent.plan[0]
+    return (
+        first in FIRST_CLAUSES
+        and tuple(intent.attachments) == FIRST_ATTACHMENTS[first]
+        and all(s in THEN_CLAUSES for s in intent.plan[1:])
+    )
+
+
+def compose_template(intent: Intent, lang: str, rng: random.Random, split: Split) -> str:
+    """A template built clause by clause for the intent's plan (see phrases)."""
+    first, *rest = intent.plan
+    parts = [rng.choice(_pool(FIRST_CLAUSES[first][lang], split))]
+    for step in rest:
+        parts.append(rng.choice(_pool(CONNECTORS[lang], split)))
+        parts.append(rng.choice(_pool(THEN_CLAUSES[step][lang], split)))
+    return "".join(parts)
+
+
+def render_request(
+    intent: Intent,
+    lang: str,
+    rng: random.Random,
+    *,
+    split: Split = "train",
+    mix_prob: float = 0.12,
+    switch_prob: float = 0.15,
+    typo_prob: float = 0.12,
+    synonym_prob: float = 0.35,
+    shuffle_prob: float = 0.1,
+    compose_prob: float = 0.0,
+    filler_prob: float = 0.0,
+    dropout_prob: float = 0.0,
+) -> str:
+    """One request text for `intent` in `lang` (see module docstring for the noise)."""
+    if composable(intent) and rng.random() < compose_prob:
+        template = compose_template(intent, lang, rng, split)
+    else:
+        template = rng.choice(templates(intent, lang, split))
+    text = _fill(template, lang, rng, mix_prob)
+    if rng.random() < filler_prob:
+        filler = rng.choice(FILLERS[lang])
+        sep = "，" if lang == "zh" else ", "
+        text = filler + sep + text if rng.random() < 0.5 else text + sep + filler
+    text = _synonyms(text, lang, rng, synonym_prob)
+    if rng.random() < shuffle_prob:
+        text = _shuffle_clauses(text, rng)
+    if lang == "zh" and rng.random() < switch_prob:
+        word = rng.choice([w for w in ZH_TO_EN_WORDS if w in text] or [""])
+        if word:
+            text = text.replace(word, ZH_TO_EN_WORDS[word], 1)
+    text = rng.choice(PREFIXES[lang]) + text + rng.choice(SUFFIXES[lang])
+    if rng.random() < typo_prob:
+        text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
+    if rng.random() < dropout_prob:
+        text = _drop_words(text, lang, rng)
+    if lang == "en" and rng.random() < 0.3:
+        text = text[:1].upper() + text[1:]
+    if rng.random() < 0.05:
+        text = text.rstrip(string.punctuation + "！～，") + rng.choice(["?", ".", "…", " :)"])
+    return text
+
+
+def make_example(intent: Intent, text: str) -> dict[str, Any]:
+    return {
+        "request": {"text": text, "attachments": list(intent.attachments)},
+        "plan": list(intent.plan),
+    }
+
+
+def generate_examples(
+    n: int,
+    *,
+    seed: int = 0,
+    split: Split = "train",
+    intents: Sequence[Intent] = INTENTS,
+    zh_fraction: float = 0.5,
+    compose_prob: float | None = None,
+    filler_prob: float | None = None,
+    dropout_prob: float | None = None,
+    styled_prob: float | None = None,
+    colloquial_prob: float | None = None,
+    colloquial_langs: Sequence[str] = LANGS,
+    wide_prob: float | None = None,
+) -> list[dict[str, Any]]:
+    """`n` labelled routing examples, cycling through intents so each is covered evenly.
+
+    Training data mixes whole-sentence templates with clause-by-clause compositions
+    (`compose_prob`, default 0.5), irrelevant filler phrases (`filler_prob`, 0.15) and
+    word dropout (`dropout_prob`, 0.15), and styled requests (`styled_prob`, default
+    `STYLED_PROB`: `styles.render_styled`, with typos at `STYLED_TYPO_PROB`);
+    held-out data uses only the held-out whole-sentence templates and none of these
+    unless asked. `colloquial_prob` (default `COLLOQUIAL_PROB` in training, 0 otherwise)
+    rewrites that fraction of requests in `colloquial_langs` as chat-box text
+    (`colloquial`). `wide_prob` (default `WIDE_PROB` in training, 0 otherwise)
+    replaces that fraction of requests by styled requests from the wider lexicon.
+    """
+    if wide_prob is None:
+        wide_prob = WIDE_PROB if split == "train" else 0.0
+    wrng = random.Random(f"wide:{seed}:{split}")  # its own stream, as the colloquial one
+    if colloquial_prob is None:
+        colloquial_prob = COLLOQUIAL_PROB if split == "train" else 0.0
+    probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
+    # its own stream: the other draws, hence the rest of the data, stay as without it
+    crng = random.Random(f"colloquial:{seed}:{split}")
+    if styled_prob is None:
+        styled_prob = STYLED_PROB if split == "train" else 0.0
+    train = split == "train"
+    if dropout_prob is None:
+        dropout_prob = 0.15 if train else 0.0
+    if compose_prob is None:
+        compose_prob = 0.5 if split == "train" else 0.0
+    if filler_prob is None:
+        filler_prob = 0.15 if split == "train" else 0.0
+    rng = random.Random(f"demo:{seed}:{split}")
+    out = []
+    order: list[Intent] = []
+    for _ in range(n):
+        if not order:
+            order = list(intents)
+            rng.shuffle(order)
+        intent = order.pop()
+        lang = "zh" if rng.random() < zh_fraction else "en"
+        if styled_prob > 0 and rng.random() < styled_prob:
+            text = _styled(intent, lang, rng, BASE)
+        else:
+            text = render_request(
+                intent,
+                lang,
+                rng,
+                split=split,
+                compose_prob=compose_prob,
+                filler_prob=filler_prob,
+                dropout_prob=dropout_prob,
+            )
+        if wide_prob > 0 and wrng.random() < wide_prob:  # drawn after: `rng` is unchanged
+            text = _styled(intent, lang, wrng, WIDE)
+        out.append(make_example(intent, _colloquial(text, lang, crng, probs[lang])))
+    return out
+
+
+def _styled(intent: Intent, lang: str, rng: random.Random, lexicon: Lexicon) -> str:
+    text = render_styled(intent, lang, rng, lexicon=lexicon)
+    if rng.random() < STYLED_TYPO_PROB:
+        text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
+    return text
+
+
+def _colloquial(text: str, lang: str, rng: random.Random, prob: float) -> str:
+    return colloquialize(text, lang, rng) if prob > 0 and rng.random() < prob else text
+
+
+def heldout_clause_examples(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    """A validation split in phrasings neither training nor the evaluation sets use.
+
+    Every request is composed clause by clause (`compose_template`) from the held-out
+    entry of each compositional pool (first clause, connector, follow-up clause), which
+    training never shows (`_pool`) and the held-out evaluation split never composes (it
+    uses the held-out whole-sentence templates only), for the plans that compose (21 of
+    25). Training's validation split shares its phrasings (an SFT router scores ~1.0
+    there), so only a split like this one can show forgetting when settings are chosen.
+    """
+    intents = [i for i in INTENTS if composable(i)]
+    return generate_examples(
+        n, seed=seed, split="heldout", intents=intents, compose_prob=1.0, styled_prob=0.0
+    )
+
+
+def demo_splits(
+    *,
+    seed: int = 0,
+    n_train: int = 3000,
+    n_val: int = 300,
+    n_heldout: int = 600,
+    colloquial_prob: float | None = None,
+    colloquial_langs: Sequence[str] = LANGS,
+    wide_prob: float | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Train and validation from the training phrasings, held-out from unseen phrasings."""
+    both = generate_examples(
+        n_train + n_val,
+        seed=seed,
+        split="train",
+        colloquial_prob=colloquial_prob,
+        colloquial_langs=colloquial_langs,
+        wide_prob=wide_prob,
+    )
+    return {
+        "train": both[:n_train],
+        "val": both[n_train:],
+        "heldout": generate_examples(n_heldout, seed=seed + 1, split="heldout"),
+    }
