@@ -33,7 +33,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def grpo(ws: Path, run: str, **env: str) -> subprocess.CompletedProcess[str]:
     sets = {
         "run_dir": ws / run, "model.init_from": ws / "router", "data.dir": ws / "compiled",
-        "grpo.steps": 4, "grpo.prompts_per_step": 4, "grpo.group_size": 4, "grpo.beta": 0.04,
+        "train.steps": 4, "grpo.prompts_per_step": 4, "grpo.group_size": 4, "grpo.beta": 0.04,
         "checkpoint.every": 2, "optim.learning_rate": 3e-3,
     }  # fmt: skip
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
