@@ -167,7 +167,8 @@ def test_old_grpo_steps_key_says_where_it_moved() -> None:
         validate(GRPORunConfig, {"grpo": {"steps": 50}}, source="old.toml")
     with pytest.raises(ConfigError, match=r"train\.batch_size does not apply to GRPO"):
         validate(GRPORunConfig, {"train": {"batch_size": 8}})
-    assert validate(GRPORunConfig, {"train": {"steps": 50}}).train.steps == 50
+    given = validate(GRPORunConfig, {"train": {"steps": 50}}).train
+    assert given.steps == 50 and given.log_every == 1  # GRPO's own default survives
 
 
 def test_dynamic_sampling_refills_zero_variance_groups() -> None:

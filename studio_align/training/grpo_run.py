@@ -61,12 +61,19 @@ class SamplingSection(Strict):
     slots: int = Field(default=0, ge=0)
 
 
+class GRPOTrainConfig(TrainConfig):
+    """`[train]` with GRPO's defaults: 100 steps, every step logged (its rewards)."""
+
+    steps: int | None = Field(100, ge=1, le=10**9)
+    log_every: int = Field(1, ge=1)
+
+
 class GRPORunConfig(TrainRunConfig):
     """The run config of `studio-align train grpo` (any task with a policy; plugin rewards)."""
 
     task: str = "router"
     run_dir: Path | None = Path("runs/grpo")
-    train: TrainConfig = Field(default_factory=lambda: TrainConfig(steps=100, log_every=1))
+    train: GRPOTrainConfig = Field(default_factory=GRPOTrainConfig)
     model: ModelSection = Field(default_factory=ModelSection)
     data: RecordsSection = Field(default_factory=RecordsSection)
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
