@@ -13,7 +13,9 @@ Design choices:
   `dpo`, `kto`, `grpo`), and a trainer asks only for the methods its algorithm needs.
   A task that supports `sft` implements `sft_pairs`; `dpo` implements `preference_pairs`
   (token ids) or `dpo_objective` (a model that is not token-based, e.g. Diffusion-DPO);
-  `kto` implements `kto_samples`; `grpo` implements `grpo_prompts` and `policy`.
+  `kto` implements `kto_samples`; `grpo` implements `grpo_prompts` and `policy` (PPO
+  too, when the policy has `features` for a value head); `distill` implements
+  `distill_examples`, `distill_teacher` and `policy`.
 - Sequences are token-id lists: the generic SFT/DPO/KTO trainers pack them
   (`training.packing`). GRPO needs only the task's `Policy` (sample + log-probs), so a
   continuous policy (the grading vertical) trains through the same trainer.
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 Pair = tuple[Sequence[int], Sequence[int]]
-ALGORITHMS = ("sft", "dpo", "kto", "grpo")
+ALGORITHMS = ("sft", "dpo", "kto", "grpo", "distill")
 
 
 @dataclass
@@ -133,6 +135,33 @@ class SupportsGRPO(Protocol):
 
     def reward_context(self, start: StartingPoint) -> dict[str, Any]:
         """Batch-wide values offered to rewards (e.g. the router's catalog)."""
+        ...
+
+
+class Teacher(Protocol):
+    """What a distillation student learns from: token distributions for completions."""
+
+    def distributions(
+        self, examples: Sequence[Mapping[str, Any]], completions: Sequence[Sequence[int]],
+        width: int,
+    ) -> tuple[Any, Any]:  # fmt: skip
+        """`(ids [N, width, K] int32, logps [N, width, K] float32)`: at each completion
+        position the K candidate token ids (the student's vocabulary) and the teacher's
+        log-probs of them (-1e30 for padding candidates); positions past a completion's
+        end are ignored."""
+        ...
+
+
+class SupportsDistill(Protocol):
+    def distill_examples(
+        self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """One dict per example: `prompt` and `completion` (student token ids) plus what
+        the teacher reads (e.g. `requests`)."""
+        ...
+
+    def distill_teacher(self, start: StartingPoint, path: Any) -> Teacher:
+        """The teacher at `path` (a checkpoint the task knows), speaking the student's ids."""
         ...
 
 

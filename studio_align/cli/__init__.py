@@ -101,6 +101,14 @@ CORE_SUBCOMMANDS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
             "dpo": (f"{_CLI}.train_pref_cmd:dpo", "Direct preference optimisation of a task."),
             "kto": (f"{_CLI}.train_pref_cmd:kto", "KTO on desirable/undesirable examples."),
             "grpo": (f"{_CLI}.train_pref_cmd:grpo", "GRPO against registered rewards."),
+            "ppo": (
+                f"{_CLI}.train_rl_cmd:ppo",
+                "PPO with a learned critic against registered rewards.",
+            ),
+            "distill": (
+                f"{_CLI}.train_rl_cmd:distill",
+                "Distil a teacher's token distributions into a student.",
+            ),
             "router": (f"{_CLI}.train_router_cmd:router_cmd", "Train a router from creator logs."),
         },
     ),

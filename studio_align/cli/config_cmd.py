@@ -28,6 +28,8 @@ RUN_CONFIGS: dict[str, tuple[str, str]] = {
     "dpo": ("studio_align.training.dpo", "DPORunConfig"),
     "kto": ("studio_align.training.kto", "KTORunConfig"),
     "grpo": ("studio_align.training.grpo_run", "GRPORunConfig"),
+    "ppo": ("studio_align.training.ppo", "PPORunConfig"),
+    "distill": ("studio_align.training.distill", "DistillRunConfig"),
     "reward": ("studio_align.reward_models.train", "RewardTrainConfig"),
     "router": ("studio_align.quickstart.from_logs", "FromLogsConfig"),
 }

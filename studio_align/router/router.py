@@ -190,10 +190,11 @@ class Router:
         self.tokenizer = tokenizer
         self.catalog = catalog or default_catalog()
         check_tokenizer(tokenizer, self.catalog)
-        vocab = int(model.cfg.vocab_size)
-        if tokenizer.vocab_size > vocab:
+        vocab = int(model.cfg.vocab_size)  # the ids it predicts
+        reads = int(getattr(model.cfg, "input_vocab_size", vocab))  # encoder models read more
+        if tokenizer.vocab_size > reads:
             raise CheckpointError(
-                f"tokenizer has {tokenizer.vocab_size} tokens, model only {vocab}"
+                f"tokenizer has {tokenizer.vocab_size} tokens, model only {reads}"
             )
         self.grammar = compile_grammar(
             self.catalog, tokenizer, vocab_size=vocab, max_steps=max_steps
@@ -298,6 +299,34 @@ class Router:
         allowed = self._allowed[jnp.asarray(allowed_idx)]
         out = _masked_sum_logps(logits, jnp.asarray(targets), allowed, jnp.asarray(w))
         return np.asarray(out)[:n]
+
+    def step_logprobs(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        inits: Sequence[int],
+    ) -> list[np.ndarray]:
+        """Per completion token, the constrained, renormalised log-probs over the vocabulary
+        (`[len(c), V]`, -1e30 where the grammar forbids): the token distributions a
+        distillation teacher gives, from one scoring forward pass."""
+        n = len(prompts)
+        seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
+        b, t = _bucket(n, 1), _bucket(max(len(s) for s in seqs), 16)
+        tokens = np.full((b, t), self.grammar.pad_id, np.int32)
+        mask = np.zeros((b, t), bool)
+        allowed_idx = np.full((b, t), self.grammar.done_state, np.int32)
+        for i, (p, c, s0) in enumerate(zip(prompts, completions, inits, strict=True)):
+            tokens[i, : len(seqs[i])] = seqs[i]
+            mask[i, : len(seqs[i])] = True
+            for k, st in enumerate(_states_along(self.grammar, s0, c)):
+                allowed_idx[i, len(p) - 1 + k] = st
+        logits = self._logits_fn(self._state, jnp.asarray(tokens), jnp.asarray(mask))
+        allowed = self._allowed[jnp.asarray(allowed_idx)]
+        lp = np.asarray(
+            jax.nn.log_softmax(jnp.where(allowed, logits.astype(jnp.float32), -1e30), axis=-1)
+        )
+        return [lp[i, len(p) - 1 : len(p) - 1 + len(c)] for i, (p, c) in
+                enumerate(zip(prompts, completions, strict=True))]  # fmt: skip
 
     def _decode_full(self, prompts: list[list[int]], inits: list[int]) -> list[list[int]]:
         """Greedy constrained decoding by full forward passes (plans are a few tokens)."""

@@ -14,7 +14,7 @@ length (one compile per length bucket, for much less work on short examples).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -22,6 +22,15 @@ from studio_align.errors import DataError
 
 HostBatch = Mapping[str, np.ndarray]
 BatchSource = Callable[[int], HostBatch]
+
+
+class ModelSource(Protocol):
+    """An on-policy source: the train loop calls it with the step and the current model
+    (PPO's rollouts, a student's own samples); `reads_model` is True."""
+
+    reads_model: bool
+
+    def __call__(self, step: int, model: Any) -> HostBatch: ...
 
 
 class ArrayBatches:

@@ -65,6 +65,7 @@ from studio_align.models.sharding import (
 )
 from studio_align.training.accumulate import accumulated_grads
 from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.distributed import is_main_process
 from studio_align.training.ema import exported
 from studio_align.training.grpo_config import (
     GRPOConfig,
@@ -133,7 +134,10 @@ class GRPOTrainer(RolloutMixin):
         self.kl_state: Any = self.kl_ctl.init() if self.kl_ctl is not None else None
         self.reward_norm = running_normalizer() if cfg.reward_norm else None
         self.norm_state: Any = self.reward_norm.init() if self.reward_norm is not None else None
-        self.logger = MetricsLogger(run_dir, "grpo", fire_hook=fire_hook) if run_dir else None
+        main = is_main_process()  # metrics.jsonl is process 0's alone
+        self.logger = (
+            MetricsLogger(run_dir, "grpo", fire_hook=fire_hook) if run_dir and main else None
+        )
         updates = cfg.steps * cfg.mu * cfg.minibatches
         # the train state every trainer shares (state.py): parameters placed by their
         # logical axes, the minibatch over (data, fsdp); one device is the 1 x 1 case

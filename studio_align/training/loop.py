@@ -45,7 +45,7 @@ from studio_align.models.sharding import (
     batch_parallelism,
 )
 from studio_align.training.accumulate import LossFn, accumulated_grads
-from studio_align.training.batches import BatchSource, HostBatch, as_source
+from studio_align.training.batches import BatchSource, HostBatch, ModelSource, as_source
 from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.distributed import DistributedConfig, is_main_process, maybe_initialize
 from studio_align.training.ema import exported
@@ -126,7 +126,13 @@ def _packed(name: str, batch: HostBatch) -> bool:
     return any(name.startswith(k[: -len("segments")]) for k in batch if k.endswith("segments"))
 
 
-def _place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.sharding.Mesh) -> dict:
+def place_batch(batch: HostBatch, accum: int, batch_size: int, mesh: jax.sharding.Mesh) -> dict:
+    """One step's host batch as global arrays `[accum, micro, ...]` split over the batch axes.
+
+    Every process holds the same host batch; `jax.make_array_from_callback` copies to each
+    of this process's devices only the rows that device owns, so across processes every
+    row is fed exactly once (tested by counting rows in two processes).
+    """
     out = {}
     split = accum * batch_parallelism(mesh)
     for name, arr in batch.items():
@@ -147,7 +153,7 @@ def train_loop(
     model: nnx.Module,
     optim_cfg: OptimConfig,
     loss_fn: LossFn,
-    batches: BatchSource | Iterable[HostBatch],
+    batches: BatchSource | ModelSource | Iterable[HostBatch],
     run_cfg: TrainRunConfig,
     *,
     eval_fn: EvalFn | None = None,
@@ -158,7 +164,12 @@ def train_loop(
     """Train `model` in place; return the final metrics and where checkpoints are.
 
     `batches` is a step-indexed source `step -> {name: array[batch_size, ...]}` (exact
-    resume) or an iterable of such dicts. `eval_fn(model) -> {name: float}` runs every
+    resume) or an iterable of such dicts. A source with `reads_model = True` is called
+    as `source(step, model)` with the current (not yet donated) weights: on-policy data
+    such as PPO's rollouts or a student's own samples, drawn on the host before the step.
+    A source with `state_dict()` (JSON) has it saved in every checkpoint's record and
+    handed back to its `load_state_dict(state)` on resume (e.g. PPO's KL coefficient).
+    `eval_fn(model) -> {name: float}` runs every
     `train.eval_every` steps and at the end; its metrics are logged as `eval/<name>`.
 
     The model's arrays are donated to the jitted step and written back at the end, so
@@ -167,7 +178,8 @@ def train_loop(
     maybe_initialize(run_cfg.distributed)
     t_start = time.perf_counter()
     tc = run_cfg.train
-    source = as_source(batches)
+    reads_model = bool(getattr(batches, "reads_model", False))
+    source: Any = batches if reads_model else as_source(batches)
     steps = total_steps or tc.total_steps(getattr(batches, "steps_per_epoch", None))
     state = TrainState.create(model, optim_cfg, steps, run_cfg.mesh, wrt=wrt, name=name)
     graphdef, tx, mesh = state.graphdef, state.tx, state.mesh
@@ -185,6 +197,8 @@ def train_loop(
     if ckpts.latest is not None:
         record = ckpts.restore(state)
         start = resumed_from = int(record["data_position"])
+        if record.get("source") is not None and hasattr(source, "load_state_dict"):
+            source.load_state_dict(record["source"])
     if logger is not None:
         logger.resume_at(start)  # a fresh start empties it; a resume drops steps > start
 
@@ -222,7 +236,10 @@ def train_loop(
             history.append(logger.log(step, em))
 
     for step in range(start, steps):
-        batch = _place_batch(source(step), tc.grad_accum, tc.batch_size, mesh)
+        host_batch = (
+            source(step, nnx.merge(graphdef, params, rest)) if reads_model else source(step)
+        )
+        batch = place_batch(host_batch, tc.grad_accum, tc.batch_size, mesh)
         if step == start:  # the first call compiles, which can outlast a heartbeat interval
             with progress.waiting("compiling the train step"):
                 params, rest, opt_state, metrics = jstep(params, rest, opt_state, batch)
@@ -256,6 +273,8 @@ def train_loop(
                 "run": name,
                 "metrics": last,
             }
+            if hasattr(source, "state_dict"):
+                record["source"] = source.state_dict()
             ckpts.save(s, {"params": params, "rest": rest, "opt_state": opt_state}, record)
     progress.close()
     if start < steps or not last_eval:

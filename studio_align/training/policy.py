@@ -205,28 +205,103 @@ class LMPolicy:
             columns=columns,
         )
 
+    def pack(
+        self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+    ) -> dict[str, np.ndarray]:
+        """The `logps` batch of given completions (a dataset's, not sampled), padded to
+        `max_new_tokens`, with the FSM states replayed when there is a constraint."""
+        n, t = len(prompts), self.max_new_tokens
+        comp = np.full((n, t), self.pad_id, np.int32)
+        lengths = np.zeros(n, np.int64)
+        for i, c in enumerate(completions):
+            if len(c) > t:
+                raise DataError(f"completion of {len(c)} tokens exceeds max_new_tokens={t}")
+            comp[i, : len(c)] = c
+            lengths[i] = len(c)
+        rows = [list(p) for p in prompts]
+        if any(len(p) > self.max_prompt_len for p in rows):
+            raise DataError(f"a prompt exceeds max_prompt_len={self.max_prompt_len}")
+        mask = np.arange(t)[None, :] < lengths[:, None]
+        tokens = np.full((n, self.max_prompt_len + t), self.pad_id, np.int32)
+        attn = np.zeros(tokens.shape, bool)
+        plen = np.array([len(p) for p in rows], np.int32)
+        for i, p in enumerate(rows):
+            tokens[i, : plen[i]] = p
+            tokens[i, plen[i] : plen[i] + t] = comp[i]
+            attn[i, : plen[i] + lengths[i]] = True
+        batch = {"tokens": tokens, "attn": attn, "prompt_len": plen, "completion_mask": mask}
+        constraint = self.constraint_for(rows) if self.constraint_for is not None else None
+        if constraint is not None:
+            self._allowed = jnp.asarray(np.asarray(constraint.allowed))
+            batch["fsm_states"] = replay_fsm(
+                comp, np.asarray(constraint.init_state), np.asarray(constraint.next_state)
+            )
+        return batch
+
     # -- scoring -----------------------------------------------------------------------------
 
     def logps(
         self, model: nnx.Module, batch: Mapping[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return self.logps_and_features(model, batch)[:3]
 
-        tokens, attn = batch["tokens"], batch["attn"]
-        mask = batch["completion_mask"]
-        t = mask.shape[1]
-        # completion token j of row i sits at plen_i + j; it is predicted at plen_i + j - 1
-        idx = batch["prompt_len"][:, None] + jnp.arange(t)[None, :] - 1
+    def logps_and_features(
+        self, model: nnx.Module, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        """`logps` plus the hidden state `[N, T, D]` each completion token is predicted
+        from (the state a value head reads: PPO's critic shares this forward pass)."""
         lm = cast(Any, model)
-        if hasattr(lm, "hidden") and hasattr(lm, "logits"):
-            # the vocabulary projection only at the T completion positions, not all of them
-            h = lm.hidden(tokens, positions_from_mask(attn), attn)
-            h = jnp.take_along_axis(h, idx[:, :, None], axis=1)
-            logits = lm.logits(h).astype(jnp.float32)
+        h, targets = self._completion_hidden(lm, batch)
+        if h is None:  # a model without `hidden`/`logits`: its logits are the features
+            logits, targets = self._completion_logits(lm, batch)
+            return (*self._score(logits, targets, batch), logits)
+        logits = lm.logits(h).astype(jnp.float32)
+        return (*self._score(logits, targets, batch), h)
+
+    def features(self, model: nnx.Module, batch: Mapping[str, jax.Array]) -> jax.Array:
+        """The hidden state `[N, T, D]` before each completion token (a critic's input)."""
+        h, _ = self._completion_hidden(cast(Any, model), batch)
+        return h if h is not None else self._completion_logits(cast(Any, model), batch)[0]
+
+    def feature_dim(self, model: nnx.Module) -> int:
+        cfg = cast(Any, model).cfg
+        return int(cfg.d_model) if hasattr(model, "hidden") else int(cfg.vocab_size)
+
+    def completion_logits(
+        self, model: nnx.Module, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
+        """Logits `[N, T, V]` at the completion positions, with the FSM constraint applied
+        (disallowed tokens at -1e30), and the completion tokens `[N, T]` (distillation)."""
+        lm = cast(Any, model)
+        h, targets = self._completion_hidden(lm, batch)
+        if h is None:
+            logits, targets = self._completion_logits(lm, batch)
         else:
-            logits = lm(tokens, positions_from_mask(attn), attn)
-            logits = jnp.take_along_axis(logits, idx[:, :, None], axis=1).astype(jnp.float32)
-        targets = jnp.take_along_axis(tokens, idx + 1, axis=1)
-        return self._score(logits, targets, batch)
+            logits = lm.logits(h).astype(jnp.float32)
+        return self._constrained(logits, batch)[0], targets
+
+    def _positions(self, batch: Mapping[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        # completion token j of row i sits at plen_i + j; it is predicted at plen_i + j - 1
+        t = batch["completion_mask"].shape[1]
+        idx = batch["prompt_len"][:, None] + jnp.arange(t)[None, :] - 1
+        return idx, jnp.take_along_axis(batch["tokens"], idx + 1, axis=1)
+
+    def _completion_hidden(
+        self, lm: Any, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array | None, jax.Array]:
+        idx, targets = self._positions(batch)
+        if not (hasattr(lm, "hidden") and hasattr(lm, "logits")):
+            return None, targets
+        # the vocabulary projection only at the T completion positions, not all of them
+        h = lm.hidden(batch["tokens"], positions_from_mask(batch["attn"]), batch["attn"])
+        return jnp.take_along_axis(h, idx[:, :, None], axis=1), targets
+
+    def _completion_logits(
+        self, lm: Any, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
+        idx, targets = self._positions(batch)
+        logits = lm(batch["tokens"], positions_from_mask(batch["attn"]), batch["attn"])
+        return jnp.take_along_axis(logits, idx[:, :, None], axis=1).astype(jnp.float32), targets
 
     def grouped_logps(
         self, model: nnx.Module, batch: Mapping[str, jax.Array], group_size: int
@@ -275,16 +350,24 @@ class LMPolicy:
         """(log-probs, mask, entropy) of `targets [N, T]` under `logits [N, T, V]`, with the
         decoding constraint re-applied from the replayed FSM states."""
         mask = batch["completion_mask"]
-        any_ok = jnp.ones(mask.shape, bool)
+        logits, any_ok = self._constrained(logits, batch)
+        lp, entropy = logps_and_entropy(logits, targets)
+        lp = jnp.where(any_ok, lp, 0.0)
+        return jnp.where(mask, lp, 0.0), mask, entropy
+
+    def _constrained(
+        self, logits: jax.Array, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
+        """Logits with the decoding constraint re-applied from the replayed FSM states, and
+        whether each position had any allowed token."""
+        any_ok = jnp.ones(batch["completion_mask"].shape, bool)
         if "fsm_states" in batch:
             if self._allowed is None:
                 raise DataError("LMPolicy.logps: FSM states given but no constraint was sampled")
             ok = self._allowed[batch["fsm_states"]]
             any_ok = jnp.any(ok, axis=-1)  # a dead state: the sampler forces eos with log-prob 0
             logits = jnp.where(ok | ~any_ok[..., None], logits, -1e30)
-        lp, entropy = logps_and_entropy(logits, targets)
-        lp = jnp.where(any_ok, lp, 0.0)
-        return jnp.where(mask, lp, 0.0), mask, entropy
+        return logits, any_ok
 
 
 def logps_and_entropy(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
