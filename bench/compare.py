@@ -5,10 +5,11 @@
     python bench/compare.py grpo           # synchronous rollout
     python bench/compare.py grpo_async     # overlapped rollout (max_staleness 1)
     python bench/compare.py all [--dims ../shared/peers/dims.json]
+    PEER_DIMS=dims_large python bench/compare.py all    # the harness's larger model
 
 The sizes (model, prompt/completion lengths, batches, steps, lr, betas, seed) come from the
-peer harness's `dims.json` (`--dims`, default `../shared/peers/dims.json` beside the
-project), and the data are drawn with the same generator calls as its `common.py`
+peer harness's dims file: `--dims PATH`, else `PEER_DIMS` read as the harness reads it (a
+name beside its `common.py`, `dims` or `dims_large`, or a path), else its `dims.json`; and the data are drawn with the same generator calls as its `common.py`
 (`dpo_batches`, `grpo_prompts`), so the lines can be put beside TRL's and Tunix's. This
 file only needs studio-align: it rebuilds the harness's few helpers (data, word map,
 even-fraction reward, step clock) instead of importing them.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -42,7 +44,17 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DIMS = ROOT.parent / "shared" / "peers" / "dims.json"
+PEERS = ROOT.parent / "shared" / "peers"
+
+
+def dims_path(env: dict[str, str] | None = None) -> Path:
+    """The dims file `PEER_DIMS` names, as the harness's `common.py` resolves it."""
+    name = (os.environ if env is None else env).get("PEER_DIMS", "dims")
+    if os.path.sep in name:
+        return Path(name)
+    return PEERS / (name.removesuffix(".json") + ".json")
+
+
 PAD, EOS, FIRST_WORD = 0, 1, 4
 SPECIAL = ("<pad>", "<eos>", "<unk>", "<unused>")
 
@@ -104,8 +116,6 @@ def even_fraction(texts: list[str]) -> list[float]:
 
 def info(dims: dict) -> dict[str, Any]:
     """Versions, the studio-align source that ran (it may be another tree: bench/ab.py)."""
-    import os
-
     import flax
     import jax
 
@@ -121,6 +131,7 @@ def info(dims: dict) -> dict[str, Any]:
         "jax": jax.__version__,
         "flax": flax.__version__,
         "devices": jax.device_count(),
+        "dims": dims.get("_name"),
         "load_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -318,9 +329,15 @@ RUNS = {
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("run", choices=[*RUNS, "all"], nargs="?", default="all")
-    ap.add_argument("--dims", type=Path, default=DEFAULT_DIMS)
+    ap.add_argument("--dims", type=Path, default=None, help="default: PEER_DIMS, else dims.json")
     args = ap.parse_args()
+    args.dims = args.dims or dims_path()
+    if not args.dims.is_file():
+        raise SystemExit(
+            f"{args.dims}: no such dims file (PEER_DIMS is dims, dims_large or a path)"
+        )
     dims = json.loads(args.dims.read_text())
+    dims["_name"] = args.dims.stem  # reported on every line
     if args.run != "all":
         RUNS[args.run](dims)
         return

@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from studio_align.cli import main
+from studio_align.verticals.flow.checkpoint import load_flow
 
 # minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
 # default suite stays under 15 minutes on 2 cores
@@ -30,14 +31,19 @@ def test_generate_rejects_an_unknown_tag_in_one_line(tmp_path):
     assert res.exit_code == 2 and "sunset" in res.output and "Traceback" not in res.output
 
 
-def test_train_flow_tiny_run(tmp_path):
+@pytest.mark.parametrize(
+    "model", ["patch = 4\nwidth = 32\ndepth = 1\nheads = 2", 'arch = "unet"\nwidth = 8']
+)
+def test_train_flow_tiny_run(tmp_path, model):
     cfg = tmp_path / "run.toml"
     cfg.write_text(
         f'run_dir = "{tmp_path / "run"}"\nout = "{tmp_path / "base"}"\n'
-        "[model]\nimage_size = 8\npatch = 4\nwidth = 32\ndepth = 1\nheads = 2\n"
+        f"[model]\nimage_size = 8\n{model}\n"
         "[data]\nprocedural = 16\n[train]\nsteps = 2\nbatch_size = 4\nprogress = false\n"
         "metrics_hook = false\n[checkpoint]\nevery = 0\n"
     )
     res = CliRunner().invoke(main, ["train", "flow", "--config", str(cfg), "--json"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "base" / "model.safetensors").is_file()
+    _, meta = load_flow(tmp_path / "base")
+    assert meta["flow_arch"] == ("unet" if "unet" in model else "dit")

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from flow_helpers import conds, tiny_model
+from flow_helpers import ARCHS, conds, tiny_model
 
 from studio_align.algorithms.grpo import grpo_advantages, grpo_loss
 from studio_align.generation.flow_sampler import SDEConfig, sample_ode, to_unit
@@ -31,13 +31,14 @@ def _loss_and_grads(model, policy, batch, old, rewards, group_size):
     return nnx.value_and_grad(f)(model)
 
 
-def test_flow_grpo_loss_invariant_to_a_constant_shift_of_a_groups_rewards():
-    model = tiny_model(0)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_flow_grpo_loss_invariant_to_a_constant_shift_of_a_groups_rewards(arch):
+    model = tiny_model(0, arch=arch)
     verts, tags = conds(2)
     policy = FlowPolicy(verts, tags, SDEConfig(steps=3))
     roll = policy.sample(model, [0, 1], 4, jax.random.key(1))
     batch = {k: jnp.asarray(v) for k, v in roll.batch.items()}
-    moved = tiny_model(7, perturb=0.05)  # off-policy parameters: ratios != 1
+    moved = tiny_model(7, perturb=0.05, arch=arch)  # off-policy parameters: ratios != 1
     rewards = np.array([0.1, 0.9, 0.4, 0.2, 3.0, 1.0, 2.0, 5.0], np.float32)
     shifted = rewards + np.array([7.5] * 4 + [-2.0] * 4, np.float32)  # per-group shifts
     l1, g1 = _loss_and_grads(moved, policy, batch, jnp.asarray(roll.old_logps), rewards, 4)
@@ -54,8 +55,9 @@ def _brightness(images):
     return [float(np.mean(im)) for im in images]
 
 
-def test_aligning_toward_brightness_moves_it_on_held_out_samples():
-    base = tiny_model(0)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_aligning_toward_brightness_moves_it_on_held_out_samples(arch):
+    base = tiny_model(0, arch=arch)
     model = clone(base)
     verts, tags = conds(4, seed=3)
     cfg = FlowGRPOConfig(

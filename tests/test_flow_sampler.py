@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flow_helpers import conds, tiny_model
+from flow_helpers import ARCHS, conds, tiny_model
 
 from studio_align.generation import flow_sampler as fs
 from studio_align.verticals.flow.policy import FlowPolicy
@@ -23,8 +23,9 @@ def _numpy_step_logprob(x, x_next, v, t, t_next, a, t_cap):
 
 
 @pytest.mark.slow  # ~25 s on a busy 2-core VM; the policy-logps test below keeps the SDE path in the default run
-def test_sde_logprobs_match_a_numpy_gaussian_density():
-    model = tiny_model()
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sde_logprobs_match_a_numpy_gaussian_density(arch):
+    model = tiny_model(arch=arch)
     verts, tags = conds(3)
     cfg = fs.SDEConfig(steps=4, noise_level=0.7)
     traj, logps = fs.sample_sde(model, verts, tags, cfg, key=jax.random.key(3))
@@ -40,8 +41,9 @@ def test_sde_logprobs_match_a_numpy_gaussian_density():
         np.testing.assert_allclose(logps[:, k], ref, rtol=2e-4, atol=2e-4)
 
 
-def test_policy_logps_recompute_the_sampler_logps():
-    model = tiny_model(1)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_policy_logps_recompute_the_sampler_logps(arch):
+    model = tiny_model(1, arch=arch)
     verts, tags = conds(2, seed=1)
     policy = FlowPolicy(verts, tags, fs.SDEConfig(steps=3, guidance=1.5))
     roll = policy.sample(model, [0, 1], 2, jax.random.key(0))
@@ -52,13 +54,14 @@ def test_policy_logps_recompute_the_sampler_logps():
     assert roll.columns["images"][0].shape == (8, 8, 3)
 
 
-def test_ode_sampler_compiles_once_per_bucket():
-    model = tiny_model(2)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ode_sampler_compiles_once_per_bucket(arch):
+    model = tiny_model(2, arch=arch)
     verts, tags = conds(5)
     fs.sample_ode(model, verts[:3], tags[:3], steps=3, seed=0)  # bucket 4
     before = fs.compile_count()
     out = fs.sample_ode(model, verts[:4], tags[:4], steps=3, seed=1)  # same bucket
-    other = tiny_model(5)  # new weights, same architecture
+    other = tiny_model(5, arch=arch)  # new weights, same architecture
     fs.sample_ode(other, verts[:3], tags[:3], steps=3, seed=2)
     assert fs.compile_count() == before
     assert out.shape == (4, 8, 8, 3) and np.isfinite(out).all()
@@ -66,8 +69,9 @@ def test_ode_sampler_compiles_once_per_bucket():
     assert fs.compile_count() == before + 1
 
 
-def test_same_noise_same_images():
-    model = tiny_model(3)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_same_noise_same_images(arch):
+    model = tiny_model(3, arch=arch)
     verts, tags = conds(2)
     a = fs.sample_ode(model, verts, tags, steps=2, seed=7, guidance=2.0)
     b = fs.sample_ode(model, verts, tags, steps=2, seed=7, guidance=2.0)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -266,3 +267,16 @@ def test_help_imports_no_jax():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_every_listed_command_loads(runner):
+    """Each lazy reference of the core and the built-in plugins names a real click command."""
+    ctx = main.make_context("studio-align", ["--help"], resilient_parsing=True)
+    with ctx:
+        for name in main.list_commands(ctx):
+            cmd = main.get_command(ctx, name)
+            assert isinstance(cmd, click.Command), name
+            if isinstance(cmd, click.Group):
+                sub_ctx = click.Context(cmd, parent=ctx, info_name=name)
+                for sub in cmd.list_commands(sub_ctx):
+                    assert isinstance(cmd.get_command(sub_ctx, sub), click.Command), (name, sub)

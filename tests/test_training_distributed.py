@@ -117,3 +117,18 @@ def test_packed_sft_on_eight_devices_with_accumulation_matches_plain_one_device(
     np.testing.assert_allclose(eight["losses"], one["losses"], rtol=1e-5, atol=1e-6)
     for k, v in _params(one).items():
         np.testing.assert_allclose(eight[k], v, rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+@pytest.mark.slow  # two Transformer compiles in subprocesses
+def test_transformer_sft_with_tensor_parallelism_matches_one_device(tmp_path: Path) -> None:
+    """FSDP over 4 devices and tensor parallelism over 2 (heads, MLP, vocabulary split)."""
+    one, eight = _one_and_eight(
+        tmp_path, ["train.steps=6"], ["mesh.data=1", "mesh.fsdp=4", "mesh.model=2"]
+    )
+    assert int(eight["compiles"]) == 1
+    np.testing.assert_allclose(eight["losses"], one["losses"], rtol=1e-5, atol=1e-6)
+    for k, v in _params(one).items():
+        np.testing.assert_allclose(eight[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+    assert str(eight["s/embed_tokens/embedding"]) == "P('model', 'fsdp')"
+    assert str(eight["s/layers/0/mlp/gate_proj/kernel"]) == "P('fsdp', 'model')"
+    assert str(eight["s/layers/0/self_attn/q_proj/kernel"]) == "P('fsdp', 'model')"

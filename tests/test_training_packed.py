@@ -17,7 +17,7 @@ from studio_align.training.batches import ArrayBatches
 from studio_align.training.packed import PackedBatches, pack_rows
 from studio_align.training.replay import PREFIX, replay_nll
 from studio_align.training.sft import sft_loss
-from studio_align.training.supervised import place_batch as _place_batch
+from studio_align.training.supervised import place_batch
 
 CFG = ModelConfig(
     vocab_size=64, d_model=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,
@@ -103,7 +103,7 @@ def test_packed_batches_pack_each_micro_batch_alone_and_pass_other_fields():
 def test_loop_places_packed_rows_and_still_refuses_a_wrong_batch_size():
     mesh = make_mesh(MeshConfig(), jax.devices()[:1])
     packed = {**pack_rows(_batch(n=8), 32, groups=2), "weight": np.zeros(8)}
-    placed = _place_batch(packed, 2, 8, mesh)
+    placed = place_batch(packed, 2, 8, mesh)
     assert placed["tokens"].shape[0] == 2 and placed["weight"].shape == (2, 4)
     with pytest.raises(DataError, match="expected leading 8"):
-        _place_batch({"weight": np.zeros(6)}, 2, 8, mesh)
+        place_batch({"weight": np.zeros(6)}, 2, 8, mesh)

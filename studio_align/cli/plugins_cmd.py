@@ -20,7 +20,7 @@ def format_plugins(infos: list[PluginInfo]) -> str:
     for info in infos:
         lines.append(f"{info.name}  [{info.origin}] {info.source}")
         lines.append(f"  hooks: {', '.join(info.hooks) or '-'}")
-        for kind in ("rewards", "encoders", "engines", "commands"):
+        for kind in ("tasks", "rewards", "encoders", "engines", "commands"):
             names = getattr(info, kind)
             if names:
                 lines.append(f"  {kind}: {', '.join(names)}")

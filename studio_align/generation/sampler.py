@@ -216,8 +216,9 @@ class Sampler:
             else:
                 tokens[i, p - len(pr) :] = pr
             lengths[i] = len(pr)
-        if int(tokens.max(initial=0)) >= vocab or int(tokens.min(initial=0)) < 0:
-            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+        reads = int(getattr(self.model.cfg, "input_vocab_size", vocab))  # encoder models
+        if int(tokens.max(initial=0)) >= reads or int(tokens.min(initial=0)) < 0:
+            raise ValueError(f"prompt token ids must lie in [0, {reads})")
         fsm = constraint or FSMConstraint.unconstrained(vocab)
         allowed, next_state = fsm.tables(vocab)
         init = fsm.init_states(n * group_size, b * group_size)

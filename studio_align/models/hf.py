@@ -172,7 +172,8 @@ def _shardings(state: Any, mesh: Mesh | None, mesh_config: Any | None) -> dict:
         one = SingleDeviceSharding(jax.devices()[0])
         return {path: one for path, _ in flat}
 
-    tree = state_sharding(mesh, state, mesh_config or MeshConfig(fsdp=int(mesh.shape["fsdp"])))
+    fallback = MeshConfig(fsdp=int(mesh.shape["fsdp"]), model=int(mesh.shape.get("model", 1)))
+    tree = state_sharding(mesh, state, mesh_config or fallback)
     return {path: var.get_value() for path, var in nnx.to_flat_state(tree)}
 
 

@@ -1,9 +1,12 @@
 """Device mesh and sharding rules, described once.
 
 Design choices:
-- The mesh has two axes: `data` (pure data parallelism: parameters replicated) and
+- The mesh has three axes: `data` (pure data parallelism: parameters replicated),
   `fsdp` (fully-sharded data parallelism: the batch *and* the parameters are split, and
-  XLA all-gathers each weight where it is used). A batch is split over both axes.
+  XLA all-gathers each weight where it is used) and `model` (tensor parallelism: the
+  attention heads, the MLP's hidden units and the vocabulary are split, the batch is
+  not; XLA inserts the reductions). A batch is split over `data` and `fsdp`. Sizes of 1
+  cost nothing, so the replicated, FSDP and FSDP + TP layouts are the same code.
 - Parameters annotated with logical axis names (`nnx.Param(..., out_sharding=("embed",
   "mlp"))`, or `nnx.with_partitioning`) map to mesh axes through `LOGICAL_RULES`; a
   parameter without annotations is sharded by a shape rule: its largest dimension that
@@ -30,17 +33,18 @@ from pydantic import Field
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
 
-DATA, FSDP = "data", "fsdp"
+DATA, FSDP, MODEL = "data", "fsdp", "model"
 BATCH_AXES = (DATA, FSDP)
+MESH_AXES = (DATA, FSDP, MODEL)
 
 # Logical axis name -> mesh axis (None: replicated). The only place sharding is decided.
 LOGICAL_RULES: Mapping[str, str | tuple[str, ...] | None] = {
     "batch": BATCH_AXES,
     "embed": FSDP,
-    "vocab": None,
-    "mlp": None,
-    "heads": None,
-    "kv": None,
+    "vocab": MODEL,
+    "mlp": MODEL,
+    "heads": MODEL,
+    "kv": MODEL,
     "kv_heads": None,
     "head_dim": None,
     "lora_rank": None,
@@ -49,24 +53,30 @@ LOGICAL_RULES: Mapping[str, str | tuple[str, ...] | None] = {
 
 
 class MeshConfig(Strict):
-    """`[mesh]`: how devices are arranged. `data = -1` takes every device fsdp leaves."""
+    """`[mesh]`: how devices are arranged. `data = -1` takes every device fsdp and model leave."""
 
     data: int = Field(-1, ge=-1)
     fsdp: int = Field(1, ge=1)
+    model: int = Field(1, ge=1)  # tensor parallelism: keep it within a host's fast links
     min_shard_size: int = Field(4096, ge=0)  # tensors smaller than this stay replicated
 
 
 def make_mesh(cfg: MeshConfig, devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A `(data, fsdp)` mesh over `devices` (default: all devices of all processes)."""
+    """A `(data, fsdp, model)` mesh over `devices` (default: all devices of all processes).
+
+    `model` varies fastest, then `fsdp`: with devices in process order, tensor-parallel
+    groups (the most traffic) sit on one host, and `data` spans hosts."""
     devs = list(devices) if devices is not None else jax.devices()
     n = len(devs)
-    data = cfg.data if cfg.data != -1 else n // cfg.fsdp
-    if data < 1 or data * cfg.fsdp != n:
+    inner = cfg.fsdp * cfg.model
+    data = cfg.data if cfg.data != -1 else n // inner
+    if data < 1 or data * inner != n:
         raise ConfigError(
-            f"mesh.data={cfg.data}, mesh.fsdp={cfg.fsdp}: data * fsdp must equal the "
-            f"{n} available device(s)"
+            f"mesh.data={cfg.data}, mesh.fsdp={cfg.fsdp}, mesh.model={cfg.model}: "
+            f"data * fsdp * model must equal the {n} available device(s)"
         )
-    return Mesh(np.asarray(devs, dtype=object).reshape(data, cfg.fsdp), BATCH_AXES)
+    grid = np.asarray(devs, dtype=object).reshape(data, cfg.fsdp, cfg.model)
+    return Mesh(grid, MESH_AXES)
 
 
 def batch_parallelism(mesh: Mesh) -> int:
@@ -79,6 +89,13 @@ def batch_sharding(mesh: Mesh, ndim: int, *, batch_dim: int = 0) -> NamedShardin
     spec: list[Any] = [None] * ndim
     spec[batch_dim] = BATCH_AXES
     return NamedSharding(mesh, PartitionSpec(*spec))
+
+
+def _used(mesh: Mesh, axes: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+    """`axes` without the mesh's size-1 axes (which split nothing), None when none is left."""
+    names = () if axes is None else (axes,) if isinstance(axes, str) else axes
+    kept = tuple(a for a in names if mesh.shape[a] > 1)
+    return None if not kept else kept[0] if len(kept) == 1 else kept
 
 
 def _divides(mesh: Mesh, axes: str | tuple[str, ...] | None, size: int) -> bool:
@@ -97,7 +114,7 @@ def spec_for(
     if logical:
         out = []
         for name, size in zip(logical, shape, strict=True):
-            axes = LOGICAL_RULES.get(name) if name is not None else None
+            axes = _used(mesh, LOGICAL_RULES.get(name)) if name is not None else None
             out.append(axes if _divides(mesh, axes, size) else None)
         return PartitionSpec(*out)
     fsdp = mesh.shape[FSDP]

@@ -246,8 +246,12 @@ class Transformer(nnx.Module):
         positions: jax.Array | None = None,
         attn_mask: jax.Array | None = None,
         branches: jax.Array | None = None,
+        embeds: jax.Array | None = None,
     ) -> jax.Array:
         """Final-norm hidden states [B, T, D] (for chunked log-probs and value/reward heads).
+
+        `embeds [B, T, D]` is added to the token embeddings: how a model that wraps this
+        decoder feeds it what an encoder read (`models.conditioned`).
 
         `branches [B, T]` (int) lays several continuations of one shared prefix side by
         side in a row: a token of branch k > 0 attends to the shared trunk (branch 0) and
@@ -268,6 +272,8 @@ class Transformer(nnx.Module):
             allowed = allowed & ((key == 0) | (key == branches[:, :, None]))
         masks = self._masks(allowed, positions, positions)
         x = self.embed_tokens.encode(tokens)
+        if embeds is not None:
+            x = x + embeds.astype(x.dtype)
         ropes = self._ropes(positions)
         for layer in self.layers:
             x, _ = layer(x, ropes[layer.is_local], masks[layer.is_local])
@@ -315,9 +321,11 @@ class Transformer(nnx.Module):
         positions: jax.Array,
         attn_mask: jax.Array,
         cache: Cache,
+        embeds: jax.Array | None = None,
     ) -> tuple[jax.Array, Cache]:
         """`forward_cached` stopping at the final-norm hidden states [B, T, D] (a caller that
-        needs the states too, e.g. the router's request embedding, applies `logits` itself)."""
+        needs the states too, e.g. the router's request embedding, applies `logits` itself).
+        `embeds` as in `hidden`."""
         t = tokens.shape[1]
         attn_mask = attn_mask.astype(jnp.bool_)
         new_pos = jnp.where(attn_mask, positions, -1).astype(jnp.int32)
@@ -329,6 +337,8 @@ class Transformer(nnx.Module):
         allowed = (kpos >= 0) & (kpos <= positions[:, :, None].astype(jnp.int32))
         masks = self._masks(allowed, positions, slot_pos)
         x = self.embed_tokens.encode(tokens)
+        if embeds is not None:
+            x = x + embeds.astype(x.dtype)
         ropes = self._ropes(positions)
         ks, vs = [], []
         for i, layer in enumerate(self.layers):

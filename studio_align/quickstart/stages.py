@@ -40,9 +40,13 @@ def mixed_with_sft(cfg: RouterSettings, sft: Path, tuned: Path) -> Path:
     return interpolate_bundles(sft, tuned, weight=cfg.tuned_weight, out=tuned.parent / "mixed")
 
 
-def _start(start: Path | None, data: dict[str, Any]) -> dict[str, Any]:
+def _start(
+    start: Path | None, data: dict[str, Any], cfg: RouterSettings | None = None
+) -> dict[str, Any]:
     """`[model]` for a stage continuing `start`, else from the Hugging Face `data["base"]`."""
     if start is not None:
+        if cfg is not None and cfg.train_encoder:
+            return {"init_from": start, "options": {"train_encoder": True}}
         return {"init_from": start}
     if data.get("base") is not None:
         return {"base": data["base"]}
@@ -52,7 +56,9 @@ def _start(start: Path | None, data: dict[str, Any]) -> dict[str, Any]:
 def stage_sft(
     out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
 ) -> Path:
-    fresh = {"preset": "router", "config": cfg.model, "vocab_size": cfg.vocab_size}
+    fresh: dict[str, Any] = {"preset": "router", "config": cfg.model, "vocab_size": cfg.vocab_size}
+    if cfg.encoder != "none":
+        fresh["options"] = {"encoder": cfg.encoder, "train_encoder": cfg.train_encoder}
     model = fresh if start is None and data.get("base") is None else _start(start, data)
     run = _run_cfg(cfg, out / "stages" / "sft", cfg.sft_steps, cfg.sft_lr)
     run["optim"]["ema_decay"] = cfg.sft_ema_decay
@@ -75,7 +81,7 @@ def stage_dpo(
     rc = DPORunConfig.model_validate(
         {
             **_run_cfg(cfg, out / "stages" / "dpo", cfg.dpo_steps, cfg.dpo_lr),
-            "model": _start(start, data),
+            "model": _start(start, data, cfg),
             "data": {"dir": data["compiled"]},
             "dpo": {
                 "beta": cfg.dpo_beta,
@@ -93,7 +99,7 @@ def stage_kto(
     rc = KTORunConfig.model_validate(
         {
             **_run_cfg(cfg, out / "stages" / "kto", cfg.kto_steps, cfg.kto_lr),
-            "model": _start(start, data),
+            "model": _start(start, data, cfg),
             "data": {"dir": data["compiled"]},
         }
     )
@@ -106,7 +112,7 @@ def stage_grpo(
     rc = GRPORunConfig.model_validate(
         {
             "run_dir": out / "stages" / "grpo",
-            "model": _start(start, data),
+            "model": _start(start, data, cfg),
             "data": {"dir": data["compiled"]},
             "train": {"steps": cfg.grpo_steps, "seed": cfg.seed},
             "grpo": {

@@ -36,6 +36,7 @@ from studio_align.algorithms.pointwise import POINTWISE_LOSSES
 from studio_align.models.sharding import batch_parallelism, make_mesh
 from studio_align.reward_models.preference import PairData, PreferenceModel
 from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.distributed import is_main_process
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.metrics import read_metrics
 from studio_align.training.optim import OptimConfig
@@ -173,6 +174,7 @@ def fit_preference(
                 ),
             }
         )
+        main = is_main_process()
         result = train_loop(
             model,
             run_cfg,
@@ -180,6 +182,7 @@ def fit_preference(
             name="reward",
         )
         # the whole run's curve, also when this call resumed (or found the run finished)
-        kept = run_cfg.run_dir if run is not None else None
+        # (metrics.jsonl is process 0's: the others report their own, identical, history)
+        kept = run_cfg.run_dir if run is not None and main else None
         records = read_metrics(kept) if kept is not None else result.history
     return [float(h["loss"]) for h in records if h.get("loss") is not None]

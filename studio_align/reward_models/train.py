@@ -51,7 +51,12 @@ from studio_align.reward_models.preference import (
     save_preference_model,
 )
 from studio_align.training.checkpoint import CheckpointConfig
-from studio_align.training.distributed import DistributedConfig
+from studio_align.training.distributed import (
+    DistributedConfig,
+    is_main_process,
+    maybe_initialize,
+    replicated,
+)
 from studio_align.training.loop import TrainConfig, TrainRunConfig
 
 
@@ -195,6 +200,7 @@ def train_reward(
     Raises `QualityGateError` (after saving the model, marked as failed) when held-out
     accuracy is below `gate.min_heldout_accuracy`.
     """
+    maybe_initialize(cfg.distributed)  # before anything touches a device
     t0 = time.perf_counter()
     out = Path(cfg.out)
     pairs, ratings, summary = read_preference_events(
@@ -280,6 +286,15 @@ def train_reward(
         "gate": {"floor": cfg.gate.min_heldout_accuracy, "accuracy": acc, "passed": passed},
         "seconds": {"embed": t_embed, "total": time.perf_counter() - t0},
     }
+    nnx.update(model, replicated(nnx.state(model)))  # every process: a collective
+    if is_main_process():
+        _save(model, out, cfg, encoder, report)
+    check_quality_gate(acc, cfg.gate.min_heldout_accuracy, what=f"reward model {out}")
+    return report
+
+
+def _save(model: Any, out: Path, cfg: RewardTrainConfig, encoder: Any, report: dict) -> None:
+    """The model and its report (process 0 only)."""
     save_preference_model(
         model,
         out,
@@ -291,9 +306,10 @@ def train_reward(
                 "max_side": cfg.encoder.max_side,
             },
             "gate": report["gate"],
-            "heldout": {"pairs": held_acc["pairs"], "accuracy": acc},
+            "heldout": {
+                "pairs": report["heldout"]["pairs"],
+                "accuracy": report["gate"]["accuracy"],
+            },
         },
     )
     (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float))
-    check_quality_gate(acc, cfg.gate.min_heldout_accuracy, what=f"reward model {out}")
-    return report

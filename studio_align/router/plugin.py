@@ -1,6 +1,7 @@
 """Built-in plugin of the router product: the `router` task, the routing rewards
 (`intent_accuracy`, `plan_validity`; see `router.rewards`), the classes a router
-checkpoint's `bundle.json` names (the engine's decoder LM and its config) and the
+checkpoint's `bundle.json` names (the engine's decoder LM, the encoder-conditioned decoder,
+and their configs) and the
 router's commands (`router.commands`).
 
 Everything is registered by `"module:attribute"` reference and imported on first use,
@@ -40,6 +41,11 @@ def studio_align_register_bundle_classes(register: Callable[..., None]) -> None:
     # router checkpoints (and every token task's) are the engine's decoder LM
     register(
         "studio_align.models.transformer:Transformer", "studio_align.models.config:ModelConfig"
+    )
+    # routers on a pretrained encoder (`[model] options.encoder`)
+    register(
+        "studio_align.models.conditioned:EncoderConditionedLM",
+        "studio_align.models.conditioned:ConditionedConfig",
     )
 
 

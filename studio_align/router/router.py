@@ -190,10 +190,11 @@ class Router:
         self.tokenizer = tokenizer
         self.catalog = catalog or default_catalog()
         check_tokenizer(tokenizer, self.catalog)
-        vocab = int(model.cfg.vocab_size)
-        if tokenizer.vocab_size > vocab:
+        vocab = int(model.cfg.vocab_size)  # the ids it predicts
+        reads = int(getattr(model.cfg, "input_vocab_size", vocab))  # encoder models read more
+        if tokenizer.vocab_size > reads:
             raise CheckpointError(
-                f"tokenizer has {tokenizer.vocab_size} tokens, model only {vocab}"
+                f"tokenizer has {tokenizer.vocab_size} tokens, model only {reads}"
             )
         self.grammar = compile_grammar(
             self.catalog, tokenizer, vocab_size=vocab, max_steps=max_steps

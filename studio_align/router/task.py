@@ -27,12 +27,24 @@ from flax import nnx
 from studio_align.catalog import ATTACHMENT_KINDS, Catalog
 from studio_align.errors import ConfigError, DataError
 from studio_align.models.bundle import load_model_bundle
+from studio_align.models.conditioned import (
+    ConditionedConfig,
+    EncoderConditionedLM,
+    frozen_encoder_filter,
+)
+from studio_align.models.config import ModelConfig
+from studio_align.models.encoders.use import load_use
+from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.models.hf import add_special_tokens
 from studio_align.models.tokenizer import Tokenizer
 from studio_align.plugins import get_host
 from studio_align.router.distill import RouterTeacher
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.format import (
+    BOS,
+    EOS,
+    PAD,
+    UNK,
     attachment_token,
     build_tokenizer,
     decode_plan,
@@ -105,6 +117,9 @@ class RouterTask:
     ) -> StartingPoint:
         """Policy (trainable), reference (frozen, if asked) and tokenizer from `[model]`."""
         plan_steps = max([MIN_PLAN_STEPS, *(len(r["plan"]) for r in records if r.get("plan"))])
+        encoder = model.options.get("encoder")
+        if encoder is not None and model.init_from is None and model.base is None:
+            return self._on_encoder(model, encoder, seed=seed, max_steps=plan_steps)
         if model.base is not None:
             return self._from_base(model, seed=seed, reference=reference, max_steps=plan_steps)
         if model.init_from is not None:
@@ -140,10 +155,38 @@ class RouterTask:
             tokenizer = Tokenizer.load(tok_path)
         policy = build_model(model, tokenizer.vocab_size, seed=seed, tokenizer=tokenizer)
         ref = load_model_bundle(model.reference or model.init_from).model if reference else None
+        wrt = trainable_filter(policy, model)
+        if isinstance(policy, EncoderConditionedLM) and not model.options.get("train_encoder"):
+            wrt = frozen_encoder_filter()
         return StartingPoint(
-            model=policy, reference=ref, wrt=trainable_filter(policy, model),
+            model=policy, reference=ref, wrt=wrt,
             tokenizer=tokenizer, state={"catalog": catalog, "max_steps": max_steps},
         )  # fmt: skip
+
+    def _on_encoder(
+        self, model: ModelSection, encoder: str, *, seed: int, max_steps: int
+    ) -> StartingPoint:
+        """A fresh decoder over the router's tokens that reads the text through a pretrained
+        encoder (`models.conditioned`); `[model] options.train_encoder` fine-tunes the
+        encoder too (default: frozen, see docs/router.md for the measurement)."""
+        if encoder != "use-multilingual-v3":
+            raise ConfigError(
+                f"model.options.encoder: {encoder!r} is not a known encoder "
+                "(known: 'use-multilingual-v3')"
+            )
+        catalog = self.catalog
+        specials = special_tokens(catalog)
+        tok = use_tokenizer(specials, roles={"pad": PAD, "bos": BOS, "eos": EOS, "unk": UNK})
+        fields = {**model.config, "vocab_size": len(specials)}
+        try:
+            decoder = getattr(ModelConfig, model.preset)(**fields)
+        except (AttributeError, ValueError, TypeError) as e:
+            raise ConfigError(f"model.config: {e}") from None
+        cfg = ConditionedConfig(decoder=decoder, text_start_id=tok.bos_id)
+        policy = EncoderConditionedLM(cfg, rngs=nnx.Rngs(seed), encoder=load_use())
+        wrt = nnx.Param if model.options.get("train_encoder") else frozen_encoder_filter()
+        return StartingPoint(model=policy, reference=None, wrt=wrt, tokenizer=tok,
+                             state={"catalog": catalog, "max_steps": max_steps})  # fmt: skip
 
     def _from_base(
         self, model: ModelSection, *, seed: int, reference: bool, max_steps: int

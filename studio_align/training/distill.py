@@ -150,6 +150,27 @@ class DistillBatches:
         return out | {"t_ids": np.asarray(ids), "t_logps": np.asarray(logps, np.float32)}
 
 
+class PolicyTeacher:
+    """Any model the student's policy can score (same tokenizer and constraint) as a
+    teacher: its full, constrained next-token distribution (K = the vocabulary)."""
+
+    def __init__(self, policy: Any, model: nnx.Module) -> None:
+        self.policy = policy
+        graphdef, state = nnx.split(model)
+        fn = jax.jit(lambda st, b: policy.completion_logits(nnx.merge(graphdef, st), b)[0])
+        self._logits = lambda b: fn(state, b)
+
+    def distributions(
+        self, examples: Sequence[Mapping[str, Any]], completions: Sequence[Sequence[int]],
+        width: int,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        batch = self.policy.pack([e["prompt"] for e in examples], completions)
+        logps = np.asarray(jax.nn.log_softmax(self._logits(batch), axis=-1), np.float32)
+        logps = np.maximum(logps, NEG)[:, :width]
+        ids = np.broadcast_to(np.arange(logps.shape[-1], dtype=np.int32), logps.shape).copy()
+        return ids, logps
+
+
 def make_distill_loss(policy: Any, cfg: DistillConfig) -> Any:
     """`loss_fn(student, batch) -> (loss, metrics)`: the divergence over the teacher's K
     candidates at every completion position."""

@@ -33,6 +33,7 @@ from studio_align.algorithms import dpo_loss, orpo_loss, simpo_loss
 from studio_align.config import Strict
 from studio_align.tasks import StartingPoint
 from studio_align.training.batches import ArrayBatches
+from studio_align.training.distributed import maybe_initialize
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.packing import pack_pairs
 from studio_align.training.pair_scoring import (
@@ -246,6 +247,7 @@ def train_dpo(
 ) -> PreferenceResult:
     """Tune `task` (default: `cfg.task`) with the configured DPO-family loss on its pairs;
     `replay`: the labelled records `dpo.replay_alpha` rehearses (else `dpo.replay_data`)."""
+    maybe_initialize(cfg.distributed)  # before the task touches a device
     task = resolve_task(task or cfg.task, "dpo")
     records = replay_records(task, cfg.dpo.replay_alpha, replay, cfg.dpo.replay_data)
     start = start or task.start(cfg.model, seed=cfg.train.seed)

@@ -31,6 +31,7 @@ from studio_align.config import Strict
 from studio_align.models.logprobs import token_logps
 from studio_align.tasks import StartingPoint
 from studio_align.training.batches import ArrayBatches
+from studio_align.training.distributed import maybe_initialize
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.packing import pack_unpaired
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
@@ -190,6 +191,7 @@ def train_kto(
 ) -> KTOResult:
     """Tune `task` (default: `cfg.task`) with KTO on its unpaired samples (for the router,
     accepted routes are desirable and abandoned ones are not)."""
+    maybe_initialize(cfg.distributed)  # before the task touches a device
     task = resolve_task(task or cfg.task, "kto")
     start = start or task.start(cfg.model, seed=cfg.train.seed)
     pad_id = start.tokenizer.pad_id

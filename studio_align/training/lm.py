@@ -54,10 +54,9 @@ def build_model(
         return model
     if section.init_from is not None:
         model = cast(Transformer, load_model_bundle(section.init_from).model)
-        if model.cfg.vocab_size != vocab_size:
-            raise ConfigError(
-                f"model.init_from: vocab_size {model.cfg.vocab_size} != tokenizer's {vocab_size}"
-            )
+        reads = getattr(model.cfg, "input_vocab_size", model.cfg.vocab_size)  # encoder models
+        if reads != vocab_size:
+            raise ConfigError(f"model.init_from: vocab_size {reads} != tokenizer's {vocab_size}")
         if lcfg is not None and model.cfg.lora is None:
             add_lora(model, lcfg, rngs=nnx.Rngs(seed))
         return model

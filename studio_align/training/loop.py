@@ -212,8 +212,7 @@ def train_loop(
         with progress.waiting("evaluating"):
             em = {f"eval/{k}": float(v) for k, v in eval_fn(current()).items()}
         last_eval = {k[5:]: v for k, v in em.items()}
-        if main:
-            log(s, em)
+        log(s, em)
 
     end = steps
     try:
@@ -235,8 +234,7 @@ def train_loop(
                 last["steps_per_s"] = len(host) / dt if dt > 0 else 0.0
                 last["examples_per_s"] = last["steps_per_s"] * step.examples_per_step
                 window, t_window = [], time.perf_counter()
-                if main:
-                    log(s, last)
+                log(s, last)  # every process keeps the history; process 0 writes the file
                 progress.update(s, {"loss": last["loss"]} if "loss" in last else None)
             else:
                 progress.update(s)

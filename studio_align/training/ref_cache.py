@@ -31,6 +31,7 @@ import jax
 import numpy as np
 
 from studio_align.errors import DataError
+from studio_align.training.distributed import is_main_process
 
 CACHE_VERSION = "1"
 
@@ -92,6 +93,8 @@ def cached_arrays(
         except (OSError, ValueError, KeyError) as e:
             raise DataError(f"{path}: unreadable reference cache ({e}); delete it") from e
     arrays = {k: np.asarray(v) for k, v in compute().items()}
+    if not is_main_process():  # every process computed the same; process 0 writes it
+        return arrays, path, False
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz.tmp")
     try:

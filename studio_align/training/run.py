@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from flax import nnx
 from pydantic import Field
 
 from studio_align.config import Strict, dump_toml
@@ -25,7 +26,7 @@ from studio_align.data.records import compiled_path, read_record_file
 from studio_align.errors import ConfigError
 from studio_align.plugins import get_host
 from studio_align.tasks import supports
-from studio_align.training.distributed import is_main_process
+from studio_align.training.distributed import is_main_process, replicated
 
 
 class ModelSection(Strict):
@@ -132,8 +133,14 @@ class PreferenceResult:
 def save_for_task(
     task: Any, start: Any, run_dir: Path, *, trained_by: str, metrics: dict[str, float]
 ) -> Path:
-    """The task saves what it serves to `RUN_DIR/model` (main process only)."""
+    """The task saves what it serves to `RUN_DIR/model` (main process only).
+
+    Every process calls it: parameters sharded across processes are first gathered (a
+    collective), so process 0 holds the whole model when it writes."""
     path = Path(run_dir) / "model"
+    model = getattr(start, "model", None)
+    if isinstance(model, nnx.Module):
+        nnx.update(model, replicated(nnx.state(model)))
     if is_main_process():
         task.save(start, path, trained_by=trained_by, metrics=metrics)
     return path

@@ -36,7 +36,7 @@ import zipfile
 from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import jax
 import jax.numpy as jnp
@@ -190,6 +190,20 @@ class UniversalSentenceEncoder(nnx.Module):
             if key not in ("table", "scale", "lo"):
                 setattr(self, key, nnx.Param(jnp.asarray(arrays[key], jnp.float32)))
 
+    @classmethod
+    def blank(cls, *, vocab_rows: int = NUM_BLOCKS * 7530, sp_model: str = "") -> Self:
+        """Zeros of the right shapes, for a checkpoint to fill (`models.bundle`)."""
+        shapes = _expected_shapes(vocab_rows)
+        arrays = {k: np.zeros(v, np.uint8 if k == "table" else np.float32)
+                  for k, v in shapes.items()}  # fmt: skip
+        return cls(arrays, sp_model=sp_model, eps=1e-12)  # the shipped weights' epsilon
+
+    def load_weights(self, other: UniversalSentenceEncoder) -> None:
+        """Copy every array of `other` (the pretrained encoder) into this one."""
+        for key in _expected_shapes(1):
+            getattr(self, key).set_value(getattr(other, key)[...])
+        self.eps, self.sp_model = other.eps, other.sp_model
+
     @property
     def dim(self) -> int:
         return OUT_DIM
@@ -233,8 +247,11 @@ class UniversalSentenceEncoder(nnx.Module):
         return {k: getattr(self, k)[...] for k in _expected_shapes(1) if k != "table"}
 
     def __call__(self, ids: jax.Array, mask: jax.Array) -> jax.Array:
+        return self.pool(self.token_features(ids, mask), mask)
+
+    def pool(self, feats: jax.Array, mask: jax.Array) -> jax.Array:
+        """The sentence vectors `[B, 512]` of `token_features` (sum, DAN tower, normalise)."""
         p = self._arrays()
-        feats = self.token_features(ids, mask)
         m = mask.astype(jnp.float32)
         n = jnp.maximum(m.sum(-1, keepdims=True), 1.0)
         pooled = (feats * m[..., None]).sum(1) @ p["cnn_W"] + n * p["cnn_b"]

@@ -2,8 +2,14 @@
 
 A checkpoint is a directory with `model.safetensors` (or the file itself). Names are the
 NNX state paths joined with dots (`blocks.0.attn.query.kernel`); the metadata holds
-`flow_config` (JSON of `FlowConfig`) and free-form provenance (`trained_by`, metrics).
-The pretrained base ships as package data: `BASE_WEIGHTS`.
+`flow_arch` (the architecture's name in `ARCHITECTURES`; absent = `dit`), `flow_config`
+(JSON of its config) and free-form provenance (`trained_by`, metrics). The pretrained
+base ships as package data: `BASE_WEIGHTS`.
+
+Any `models.flow_protocol.FlowModel` can be saved and loaded once its (config class,
+module class) pair is registered under a name: `register_flow_architecture("mine",
+MyConfig, MyModel)` (the config rebuilds from its `to_dict()` as keyword arguments, the
+module from `MyModel(config, rngs=nnx.Rngs(0))`).
 """
 
 from __future__ import annotations
@@ -20,24 +26,52 @@ from flax import nnx
 
 from studio_align.errors import CheckpointError
 from studio_align.models.flow import FlowConfig, FlowDiT
+from studio_align.models.flow_protocol import FlowModel
+from studio_align.models.flow_unet import FlowUNet, UNetConfig
 from studio_align.models.safetensors_io import SafetensorsFile, save_safetensors
 
 BASE_WEIGHTS = Path(__file__).parent / "weights" / "base.safetensors"
 FILE = "model.safetensors"
 
+# architecture name -> (config class, module class)
+ARCHITECTURES: dict[str, tuple[type, type]] = {
+    "dit": (FlowConfig, FlowDiT),
+    "unet": (UNetConfig, FlowUNet),
+}
 
-def _flat(model: nnx.Module) -> dict[str, Any]:
+
+def register_flow_architecture(name: str, config_cls: type, model_cls: type) -> None:
+    """Make checkpoints of `model_cls` (a `FlowModel` built as `model_cls(config,
+    rngs=...)`) savable and loadable under `name`."""
+    known = ARCHITECTURES.get(name)
+    if known is not None and known != (config_cls, model_cls):
+        raise CheckpointError(f"flow architecture {name!r} is already {known[1].__name__}")
+    ARCHITECTURES[name] = (config_cls, model_cls)
+
+
+def architecture_of(model: Any) -> str:
+    for name, (_, cls) in ARCHITECTURES.items():
+        if type(model) is cls:
+            return name
+    raise CheckpointError(
+        f"{type(model).__name__}: not a registered flow architecture "
+        f"(known: {', '.join(ARCHITECTURES)}; see register_flow_architecture)"
+    )
+
+
+def _flat(model: Any) -> dict[str, Any]:
     return {
         ".".join(str(p) for p in path): var for path, var in nnx.to_flat_state(nnx.state(model))
     }
 
 
-def save_flow(model: FlowDiT, path: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
+def save_flow(model: FlowModel, path: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
     """Write `model` to `path` (a `.safetensors` file, or a directory holding `FILE`)."""
     p = Path(path)
     target = p if p.suffix == ".safetensors" else p / FILE
     tensors = {k: np.asarray(v.value, np.float32) for k, v in _flat(model).items()}
-    metadata = {"flow_config": json.dumps(model.cfg.to_dict())}
+    metadata = {"flow_arch": json.dumps(architecture_of(model)),
+                "flow_config": json.dumps(model.cfg.to_dict())}  # fmt: skip
     metadata.update({k: json.dumps(v) for k, v in (meta or {}).items()})
     return save_safetensors(tensors, target, metadata)
 
@@ -51,7 +85,7 @@ def _resolve(path: str | Path) -> Path:
     return p
 
 
-def load_flow(path: str | Path = BASE_WEIGHTS) -> tuple[FlowDiT, dict[str, Any]]:
+def load_flow(path: str | Path = BASE_WEIGHTS) -> tuple[Any, dict[str, Any]]:
     """The model stored at `path` and its metadata (decoded JSON values)."""
     p = _resolve(path)
     f = SafetensorsFile(p)
@@ -59,8 +93,17 @@ def load_flow(path: str | Path = BASE_WEIGHTS) -> tuple[FlowDiT, dict[str, Any]]
     if "flow_config" not in raw:
         raise CheckpointError(f"{p}: safetensors metadata has no flow_config")
     meta = {k: json.loads(v) for k, v in raw.items()}
-    cfg = FlowConfig(**meta["flow_config"])
-    model = FlowDiT(cfg, rngs=nnx.Rngs(0))
+    arch = meta.get("flow_arch", "dit")
+    if arch not in ARCHITECTURES:
+        raise CheckpointError(
+            f"{p}: flow_arch {arch!r} is not registered (known: {', '.join(ARCHITECTURES)})"
+        )
+    config_cls, model_cls = ARCHITECTURES[arch]
+    try:
+        cfg = config_cls(**meta["flow_config"])
+    except TypeError as e:
+        raise CheckpointError(f"{p}: flow_config does not fit {config_cls.__name__}: {e}") from None
+    model = model_cls(cfg, rngs=nnx.Rngs(0))
     flat = _flat(model)
     missing = sorted(set(flat) - set(f.names))
     if missing:
@@ -75,7 +118,7 @@ def load_flow(path: str | Path = BASE_WEIGHTS) -> tuple[FlowDiT, dict[str, Any]]
     return model, meta
 
 
-def clone(model: FlowDiT) -> FlowDiT:
+def clone(model: Any) -> Any:
     """An independent copy (a frozen reference next to the trained policy)."""
     graphdef, state = nnx.split(model)
     return nnx.merge(graphdef, jax.tree.map(jnp.array, state))

@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from PIL import Image
@@ -28,6 +28,8 @@ from studio_align.algorithms.flow import interpolate, rectified_flow_loss
 from studio_align.config import Strict
 from studio_align.errors import DataError
 from studio_align.models.flow import FlowConfig, FlowDiT, param_count
+from studio_align.models.flow_unet import FlowUNet, UNetConfig
+from studio_align.training.distributed import is_main_process, maybe_initialize, replicated
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.supervised import supervised
 from studio_align.verticals.flow.checkpoint import save_flow
@@ -35,14 +37,30 @@ from studio_align.verticals.flow.data import encode, make_dataset, to_model_spac
 
 
 class FlowModelSection(Strict):
+    """`[model]`: `arch = "dit"` (`patch`, `width`, `depth`, `heads`) or `"unet"`
+    (`width`, `blocks`); fields of the other architecture are ignored."""
+
+    arch: Literal["dit", "unet"] = "dit"
     image_size: int = Field(32, ge=8)
     patch: int = Field(8, ge=1)
-    width: int = Field(128, ge=16)
+    width: int = Field(128, ge=8)
     depth: int = Field(4, ge=1)
     heads: int = Field(4, ge=1)
+    blocks: int = Field(1, ge=1)
 
-    def config(self) -> FlowConfig:
-        return FlowConfig(**self.model_dump())
+    def config(self) -> FlowConfig | UNetConfig:
+        if self.arch == "unet":
+            return UNetConfig(image_size=self.image_size, width=self.width, blocks=self.blocks)
+        return FlowConfig(image_size=self.image_size, patch=self.patch, width=self.width,
+                          depth=self.depth, heads=self.heads)  # fmt: skip
+
+    def build(self, seed: int) -> Any:
+        from flax import nnx
+
+        cfg = self.config()
+        if isinstance(cfg, UNetConfig):
+            return FlowUNet(cfg, rngs=nnx.Rngs(seed))
+        return FlowDiT(cfg, rngs=nnx.Rngs(seed))
 
 
 class FlowDataSection(Strict):
@@ -122,13 +140,15 @@ def flow_matching_loss(model: Any, batch: Mapping[str, Any]) -> tuple[Any, Mappi
     return rectified_flow_loss(v, batch["x0"], batch["noise"])
 
 
-def pretrain_flow(cfg: FlowPretrainConfig, *, model: FlowDiT | None = None) -> dict[str, Any]:
-    """Pretrain (or continue training `model`) and write `cfg.out/model.safetensors`."""
+def pretrain_flow(cfg: FlowPretrainConfig, *, model: Any = None) -> dict[str, Any]:
+    """Pretrain (or continue training `model`, any registered `FlowModel`; by default
+    `[model]` builds one) and write `cfg.out/model.safetensors`."""
     from flax import nnx
 
+    maybe_initialize(cfg.distributed)  # before anything touches a device
     t0 = time.perf_counter()
     images, verts, tags = load_data(cfg)
-    model = model or FlowDiT(cfg.model.config(), rngs=nnx.Rngs(cfg.train.seed))
+    model = model or cfg.model.build(cfg.train.seed)
     batches = PretrainBatches(
         images, verts, tags, batch_size=cfg.train.batch_size, p_drop=cfg.cond_dropout,
         seed=cfg.train.seed,
@@ -143,5 +163,6 @@ def pretrain_flow(cfg: FlowPretrainConfig, *, model: FlowDiT | None = None) -> d
         "params": param_count(model),
         "seconds": seconds,
     }
-    path = save_flow(model, cfg.out, meta)
+    nnx.update(model, replicated(nnx.state(model)))  # every process: a collective
+    path = save_flow(model, cfg.out, meta) if is_main_process() else Path(cfg.out)
     return {**meta, "path": str(path), "compiles": result.compiles}

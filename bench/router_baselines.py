@@ -1,0 +1,204 @@
+"""The semantic-router recipe on the router's own data: what the router must beat.
+
+    nice python bench/router_baselines.py [--seeds 0 1 2] [--json F]
+
+Two baselines over Universal Sentence Encoder multilingual v3 vectors (the flax port,
+`models/encoders/use.py`) of the request text, with the attachments as three extra
+features, trained on the quickstart's training split (`demo_splits`, the quickstart's
+default size: sft_steps x batch_size = 25,600 examples) of each seed:
+
+- **nearest neighbour**: the plan of the most similar training request (cosine) among
+  those whose plan is valid for the request's attachments; confidence = the share of the
+  10 nearest such requests that carry that plan;
+- **logistic regression**: multinomial over the training plans (L2, full-batch L-BFGS);
+  plans invalid for the attachments are masked and the rest renormalised. The L2 weight
+  is chosen on validation only (the generator's validation split plus handwritten_val
+  and handwritten_val2).
+
+Both are scored by `router.evaluate.evaluate_routes`, the function behind `eval router`,
+on the generator's held-out phrasings and every hand-written evaluation set: exact-plan
+accuracy and step F1 by language, ECE, coverage at 95 % selective accuracy. Neither
+abstains (abstain rate 0). Figures are averaged over the seeds, each seed's data drawn
+from that seed, as the quickstart's are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from studio_align.catalog import ATTACHMENT_KINDS, default_catalog
+from studio_align.models.encoders.protocol import encode_texts
+from studio_align.models.encoders.use import load_use
+from studio_align.quickstart.config import QuickstartConfig
+from studio_align.router import eval as packaged
+from studio_align.router.evaluate import evaluate_routes
+from studio_align.simulate.router.requests import demo_splits
+
+CATALOG = default_catalog()
+EVAL = ("heldout", *packaged.EVAL_SETS)
+L2_GRID = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
+
+
+class Features:
+    """USE vectors of request texts (each distinct text encoded once) + attachment flags."""
+
+    def __init__(self) -> None:
+        self.encoder = load_use()
+        self.cache: dict[str, np.ndarray] = {}
+
+    def __call__(self, rows: Sequence[dict[str, Any]]) -> np.ndarray:
+        texts = [r["request"]["text"] for r in rows]
+        new = sorted({t for t in texts if t not in self.cache})
+        if new:
+            for t, v in zip(new, encode_texts(self.encoder, new, batch_size=128), strict=True):
+                self.cache[t] = v
+        att = np.array(
+            [[k in r["request"].get("attachments", []) for k in ATTACHMENT_KINDS] for r in rows],
+            np.float32,
+        )
+        return np.concatenate([np.stack([self.cache[t] for t in texts]), att], axis=1)
+
+
+def valid_mask(rows: Sequence[dict[str, Any]], plans: Sequence[tuple[str, ...]]) -> np.ndarray:
+    return np.array(
+        [[CATALOG.is_valid(p, r["request"].get("attachments", [])) for p in plans] for r in rows]
+    )
+
+
+def nearest_neighbour(train_x, train_y, n_plans, x, mask, k: int = 10):
+    tx = train_x[:, :-3] / np.linalg.norm(train_x[:, :-3], axis=1, keepdims=True)
+    q = x[:, :-3] / np.linalg.norm(x[:, :-3], axis=1, keepdims=True)
+    sims = q @ tx.T
+    sims = np.where(mask[:, train_y], sims, -np.inf)  # only neighbours whose plan is valid
+    top = np.argsort(-sims, axis=1)[:, :k]
+    labels = train_y[top]
+    pred = labels[:, 0]
+    conf = (labels == pred[:, None]).mean(1)
+    return pred, conf
+
+
+def fit_logreg(x: np.ndarray, y: np.ndarray, n_plans: int, l2: float, steps: int = 200):
+    w = jnp.zeros((x.shape[1], n_plans))
+    b = jnp.zeros((n_plans,))
+    xs, ys = jnp.asarray(x), jnp.asarray(y)
+
+    def loss(params):
+        w, b = params
+        logits = xs @ w + b
+        nll = optax.softmax_cross_entropy_with_integer_labels(logits, ys).mean()
+        return nll + l2 * (w * w).sum()
+
+    opt = optax.lbfgs()
+    params = (w, b)
+    state = opt.init(params)
+    value_and_grad = optax.value_and_grad_from_state(loss)
+
+    @jax.jit
+    def step(params, state):
+        value, grad = value_and_grad(params, state=state)
+        updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=loss)
+        return optax.apply_updates(params, updates), state
+
+    for _ in range(steps):
+        params, state = step(params, state)
+    return params
+
+
+def logreg_predict(params, x, mask):
+    w, b = params
+    logits = np.asarray(x @ np.asarray(w) + np.asarray(b))
+    logits = np.where(mask, logits, -np.inf)
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    return p.argmax(1), p.max(1)
+
+
+def figures(rows, pred, conf, plans) -> dict[str, Any]:
+    f = evaluate_routes(rows, [list(plans[i]) for i in pred], [float(c) for c in conf],
+                        catalog=CATALOG)  # fmt: skip
+    lang = f["by_language"]
+    return {
+        "exact": f["exact_plan_accuracy"],
+        "f1": f["step_f1"],
+        "en": lang.get("en", {}).get("exact_plan_accuracy", float("nan")),
+        "zh": lang.get("zh", {}).get("exact_plan_accuracy", float("nan")),
+        "f1_en": lang.get("en", {}).get("step_f1", float("nan")),
+        "f1_zh": lang.get("zh", {}).get("step_f1", float("nan")),
+        "ece": f["ece"],
+        "cov95": f["selective"]["coverage_at_target"],
+        "abstain": 0.0,
+    }
+
+
+def run_seed(seed: int, feats: Features) -> dict[str, Any]:
+    q = QuickstartConfig()
+    n_train = q.n_train or q.sft_steps * q.batch_size
+    splits = demo_splits(seed=seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout)
+    train = splits["train"]
+    plans = sorted({tuple(r["plan"]) for r in train})
+    index = {p: i for i, p in enumerate(plans)}
+    tx, ty = feats(train), np.array([index[tuple(r["plan"])] for r in train])
+    val = splits["val"] + packaged.load("handwritten_val") + packaged.load("handwritten_val2")
+    sets = {"heldout": splits["heldout"], **{n: packaged.load(n) for n in packaged.EVAL_SETS}}
+
+    def exact_on(rows, pred):
+        return float(
+            np.mean([list(plans[i]) == list(r["plan"]) for r, i in zip(rows, pred, strict=True)])
+        )
+
+    vx, vm = feats(val), valid_mask(val, plans)
+    chosen, best, fitted = L2_GRID[0], -1.0, {}
+    for l2 in L2_GRID:
+        fitted[l2] = fit_logreg(tx, ty, len(plans), l2)
+        acc = exact_on(val, logreg_predict(fitted[l2], vx, vm)[0])
+        print(f"  seed {seed} logreg l2={l2:g}: validation exact {acc:.3f}", file=sys.stderr)
+        if acc > best:
+            chosen, best = l2, acc
+    out: dict[str, Any] = {"l2": chosen, "nn": {}, "logreg": {}}
+    for name, rows in sets.items():
+        x, m = feats(rows), valid_mask(rows, plans)
+        out["nn"][name] = figures(rows, *nearest_neighbour(tx, ty, len(plans), x, m), plans)
+        out["logreg"][name] = figures(rows, *logreg_predict(fitted[chosen], x, m), plans)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    feats = Features()
+    per_seed = {s: run_seed(s, feats) for s in args.seeds}
+    mean: dict[str, Any] = {}
+    for method in ("nn", "logreg"):
+        mean[method] = {}
+        for name in EVAL:
+            keys = per_seed[args.seeds[0]][method][name]
+            mean[method][name] = {
+                k: float(np.mean([per_seed[s][method][name][k] for s in args.seeds])) for k in keys
+            }
+    cols = ("exact", "en", "zh", "f1_en", "f1_zh", "ece", "cov95")
+    print(f"seeds {args.seeds}; logreg L2 per seed "
+          f"{[per_seed[s]['l2'] for s in args.seeds]} (chosen on validation)")  # fmt: skip
+    print(f"{'baseline':8} {'set':16} " + " ".join(f"{c:>6}" for c in cols))
+    for method in ("nn", "logreg"):
+        for name in EVAL:
+            r = mean[method][name]
+            print(f"{method:8} {name:16} " + " ".join(f"{r[c]:6.3f}" for c in cols))
+    if args.json:
+        args.json.write_text(json.dumps({"seeds": per_seed, "mean": mean}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

