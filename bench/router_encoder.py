@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         q = q.model_copy(update={"sft_lr": args.lr})
     n_train = q.n_train or q.sft_steps * q.batch_size
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout)
-    q = q.model_copy(update={"encoder": None if args.scratch else "use-multilingual-v3",
+    q = q.model_copy(update={"encoder": "none" if args.scratch else "use-multilingual-v3",
                              "train_encoder": args.train_encoder})  # fmt: skip
     data = {"splits": splits}
     catalog = default_catalog()

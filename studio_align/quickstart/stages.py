@@ -57,7 +57,7 @@ def stage_sft(
     out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
 ) -> Path:
     fresh: dict[str, Any] = {"preset": "router", "config": cfg.model, "vocab_size": cfg.vocab_size}
-    if cfg.encoder is not None:
+    if cfg.encoder != "none":
         fresh["options"] = {"encoder": cfg.encoder, "train_encoder": cfg.train_encoder}
     model = fresh if start is None and data.get("base") is None else _start(start, data)
     run = _run_cfg(cfg, out / "stages" / "sft", cfg.sft_steps, cfg.sft_lr)
