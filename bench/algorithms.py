@@ -60,6 +60,7 @@ def bench_dpo(env: dict, *, steps: int, batch: int) -> dict:
     from studio_align.training.dpo import DPOConfig, make_dpo_loss, reference_logps
     from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
     from studio_align.training.packing import pack_pairs
+    from studio_align.training.supervised import supervised
 
     tok = env["tok"]
     cfg = ModelConfig.router(tok.vocab_size)
@@ -82,10 +83,8 @@ def bench_dpo(env: dict, *, steps: int, batch: int) -> dict:
     run.checkpoint.async_save = False
     res = train_loop(
         policy,
-        run.optim,
-        make_dpo_loss(DPOConfig()),
-        ArrayBatches({**arrays, **ref_lp}, batch),
         run,
+        supervised(make_dpo_loss(DPOConfig()), ArrayBatches({**arrays, **ref_lp}, batch)),
         name="dpo",
     )
     return {
@@ -108,8 +107,10 @@ def bench_grpo(env: dict, *, steps: int, prompts: int, group: int) -> dict:
     from studio_align.plugins import get_host
     from studio_align.router.task import RouterTask
     from studio_align.tasks import StartingPoint
-    from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+    from studio_align.training.checkpoint import CheckpointConfig
+    from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
     from studio_align.training.grpo_run import SamplingSection
+    from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
     from studio_align.training.optim import OptimConfig
 
     tok, catalog = env["tok"], env["catalog"]
@@ -126,13 +127,17 @@ def bench_grpo(env: dict, *, steps: int, prompts: int, group: int) -> dict:
     reward_fn = plugin_reward_fn(
         {k: host.rewards[k] for k in weights}, weights, context={"catalog": catalog}
     )
-    gcfg = GRPOConfig(
-        steps=steps, prompts_per_step=prompts, group_size=group, beta=0.04, dynamic_sampling=False
+    gcfg = GRPOConfig(prompts_per_step=prompts, group_size=group, beta=0.04, dynamic_sampling=False)
+    run = TrainRunConfig(
+        run_dir=None,
+        train=TrainConfig(steps=steps, log_every=1, progress=False, metrics_hook=False),
+        optim=OptimConfig(learning_rate=1e-5),
+        checkpoint=CheckpointConfig(enabled=False),
     )
-    trainer = GRPOTrainer(
-        policy, model, records, reward_fn, gcfg, OptimConfig(learning_rate=1e-5), ref_model=ref
+    res = train_loop(
+        model, run, GRPOStep(policy, records, reward_fn, gcfg, ref_model=ref), name="grpo"
     )
-    hist = trainer.train().history
+    hist = res.history
     n = prompts * group
     roll = [h["time/rollout_s"] for h in hist[1:]]
     upd = [h["time/update_s"] for h in hist[1:]]
@@ -145,7 +150,7 @@ def bench_grpo(env: dict, *, steps: int, prompts: int, group: int) -> dict:
         "samples_per_step": n,
         "max_new_tokens": policy.max_new_tokens,
         "prompt_len": policy.max_prompt_len,
-        "compiles": trainer.compiles,
+        "compiles": res.compiles,
     }
 
 

@@ -8,7 +8,7 @@ What it measures (random weights, `ModelConfig.gemma3_270m()`, vocabulary 262,14
    same `accumulated_grads` + optax step the train loop jits), batch `--batch` of
    `--seq` tokens with the loss on the second half: compile time, then the mean of
    `--steps` steady steps;
-3. one GRPO step with LoRA through the real `GRPOTrainer` + `LMPolicy` (KV-cache sampler
+3. one GRPO step with LoRA through the real `GRPOStep` on `train_loop` + `LMPolicy` (KV-cache sampler
    rollouts of `--prompts` x `--group` completions of `--new-tokens` tokens, reward,
    advantages, one clipped update): every step of `--grpo-steps`, split
    into rollout and update time (per step, with the sampler's and the update's trace
@@ -100,7 +100,9 @@ def _lora_sft(model: Any, args: argparse.Namespace) -> dict[str, float]:
 
 def _grpo(model: Any, args: argparse.Namespace) -> dict[str, float]:
     from studio_align.testing.toy import pattern_reward
-    from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+    from studio_align.training.checkpoint import CheckpointConfig
+    from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
+    from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
     from studio_align.training.optim import OptimConfig
     from studio_align.training.policy import LMPolicy
 
@@ -109,29 +111,33 @@ def _grpo(model: Any, args: argparse.Namespace) -> dict[str, float]:
     high = min(5000, model.cfg.vocab_size)
     prompts = [rng.integers(3, high, plen).tolist() for _ in range(4 * args.prompts)]
     policy = LMPolicy(max_prompt_len=plen, max_new_tokens=args.new_tokens, pad_id=0, eos_id=1)
-    cfg = GRPOConfig(
-        steps=args.grpo_steps,
-        prompts_per_step=args.prompts,
-        group_size=args.group,
-        dynamic_sampling=False,
-    )
+    cfg = GRPOConfig(prompts_per_step=args.prompts, group_size=args.group, dynamic_sampling=False)
     reward = plugin_reward_fn([pattern_reward([7, 8, 9, 10])])
-    trainer = GRPOTrainer(
-        policy, model, prompts, reward, cfg, OptimConfig(learning_rate=1e-4), wrt=nnx.LoRAParam
+    step = GRPOStep(policy, prompts, reward, cfg)
+    run = TrainRunConfig(
+        run_dir=None,
+        train=TrainConfig(steps=args.grpo_steps, log_every=1, progress=False, metrics_hook=False),
+        optim=OptimConfig(learning_rate=1e-4),
+        checkpoint=CheckpointConfig(enabled=False),
     )
-    steps = []
-    for _ in range(args.grpo_steps):
-        t0 = time.perf_counter()
-        m = trainer.step()
+    steps: list[dict[str, Any]] = []
+    stamps = [time.perf_counter()]
+
+    def stamp(s: int, _: Any) -> bool:  # each step, once dispatched
+        stamps.append(time.perf_counter())
+        return False
+
+    hist = train_loop(model, run, step, wrt=nnx.LoRAParam, name="grpo", stop=stamp).history
+    for i, m in enumerate(hist):
         steps.append(
             {
-                "step_s": round(time.perf_counter() - t0, 2),
+                "step_s": round(stamps[i + 1] - stamps[i], 2),
                 "rollout_s": round(m["time/rollout_s"], 2),
                 "update_s": round(m["time/update_s"], 2),
-                "sampler_traces": policy._sampler.compile_count,
-                "update_traces": trainer.compiles,
+                "update_traces": step.compiles,
             }
         )
+    m = hist[-1]
     return {
         "samples_per_step": args.prompts * args.group,
         "prompt_tokens": plen,

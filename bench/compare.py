@@ -24,8 +24,8 @@ after `warmup_steps`, `spread_s`, the GRPO split), plus:
   `experience_s` = collect + ref, `update_s` = `step_s - experience_s` in sync mode; in
   async mode experience overlaps the update, so `wait_s` (time the step waited for its
   rollout) is what is not hidden.
-Step ends are stamped when `GRPOTrainer.step` returns (it fetches the update's metrics)
-and, for DPO, by the metrics hook with `log_every = 1`, exactly as the harness does.
+Step ends are stamped when `GRPOStep.step` returns (the loop, logging every step, then
+fetches its metrics before the next one starts) and, for DPO, by the metrics hook with `log_every = 1`, exactly as the harness does.
 """
 
 from __future__ import annotations
@@ -154,6 +154,7 @@ def run_dpo(dims: dict, variant: str) -> None:
     from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
     from studio_align.training.optim import OptimConfig
     from studio_align.training.packing import pack_pairs
+    from studio_align.training.supervised import supervised
 
     steps, b = dims["warmup_steps"] + dims["timed_steps"], dims["dpo"]["pairs"]
     p_len, c_len, vocab = dims["prompt_len"], dims["completion_len"], dims["model"]["vocab_size"]
@@ -198,7 +199,7 @@ def run_dpo(dims: dict, variant: str) -> None:
         )
         extra["precompute_s"] = time.perf_counter() - t0
         batches = ArrayBatches({**arrays, **ref_lp}, b, shuffle=False)
-        res = train_loop(policy, run.optim, make_dpo_loss(dcfg), batches, run, name="dpo")
+        res = train_loop(policy, run, supervised(make_dpo_loss(dcfg), batches), name="dpo")
         t0 = time.perf_counter()
         reference_logps(ref, arrays, batch_size=dcfg.ref_batch_size, cache_dir=None)
         extra["precompute_warm_s"] = time.perf_counter() - t0
@@ -216,7 +217,7 @@ def run_dpo(dims: dict, variant: str) -> None:
 
         wrt = nnx.All(nnx.Param, nnx.PathContains("policy"))
         batches = ArrayBatches(arrays, b, shuffle=False)  # with pack_pairs' layout
-        res = train_loop(Both(policy, ref), run.optim, loss_fn, batches, run, wrt=wrt, name="dpo")
+        res = train_loop(Both(policy, ref), run, supervised(loss_fn, batches), wrt=wrt, name="dpo")
     step_s = clock.step_s()
     if variant == "cached":
         n = len(prompts)
@@ -237,7 +238,10 @@ def run_grpo(dims: dict, overlapped: bool) -> None:
     import jax
 
     from studio_align.generation.sampler import bucket_prompt
-    from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+    from studio_align.training.checkpoint import CheckpointConfig
+    from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
+    from studio_align.training.grpo_rollout import Rollouts
+    from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
     from studio_align.training.optim import OptimConfig
     from studio_align.training.policy import LMPolicy
 
@@ -250,10 +254,10 @@ def run_grpo(dims: dict, overlapped: bool) -> None:
                       eos_id=EOS, temperature=g["temperature"], decode=words,
                       decoded_column="texts")  # fmt: skip
     options: dict[str, Any] = dict(
-        steps=steps, prompts_per_step=g["prompts"], group_size=g["generations"], mu=1,
+        prompts_per_step=g["prompts"], group_size=g["generations"], mu=1,
         minibatches=1, estimator="grpo", epsilon=0.2, epsilon_high=None, beta=g["beta"],
         kl="k3", aggregation="sequence-mean-token-mean", importance="token",
-        dynamic_sampling=False, seed=dims["seed"],
+        dynamic_sampling=False,
     )  # fmt: skip
     if "async_rollout" in GRPOConfig.model_fields:
         options["async_rollout"] = overlapped
@@ -261,8 +265,15 @@ def run_grpo(dims: dict, overlapped: bool) -> None:
         raise SystemExit("this studio-align has no async_rollout")
     optim = OptimConfig(name="adamw", learning_rate=dims["lr"], decay="constant",
                         weight_decay=0.0, clip_grad_norm=1.0)  # fmt: skip
-    trainer = GRPOTrainer(policy, model(dims), prompts, plugin_reward_fn([even_fraction]),
-                          GRPOConfig(**options), optim, ref_model=model(dims))  # fmt: skip
+    run = TrainRunConfig(
+        run_dir=None,  # nothing written, as the harness's scripts
+        train=TrainConfig(steps=steps, seed=dims["seed"], log_every=1, progress=False,
+                          metrics_hook=False),
+        optim=optim,
+        checkpoint=CheckpointConfig(enabled=False),
+    )  # fmt: skip
+    step = GRPOStep(policy, prompts, plugin_reward_fn([even_fraction]), GRPOConfig(**options),
+                    ref_model=model(dims))  # fmt: skip
     clock, rollout, ref = Clock(warm), list[float](), list[float]()
 
     def timed(obj: Any, name: str, sink: list, sync: Any = None, then: Any = None) -> None:
@@ -282,9 +293,9 @@ def run_grpo(dims: dict, overlapped: bool) -> None:
 
     done: list[float] = []
     timed(policy, "sample", rollout)
-    timed(trainer, "_ref_logps", ref, sync=jax.block_until_ready)
-    timed(trainer, "step", done, then=lambda: clock.tick(len(done)))
-    result = trainer.train()
+    timed(Rollouts, "reference_logps", ref, sync=jax.block_until_ready)  # unbound: self first
+    timed(step, "step", done, then=lambda: clock.tick(len(done)))
+    result = train_loop(model(dims), run, step, name="grpo")
     hist = result.history
 
     def steady(xs: list[float]) -> float:

@@ -28,7 +28,9 @@ from flax import nnx
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 from studio_align.testing import toy
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
+from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import LMPolicy
 
@@ -37,28 +39,29 @@ def run(
     seed: int, steps: int, overlapped: bool, mu: int = 2, correction: str = "decoupled"
 ) -> dict:
     pol = LMPolicy(max_prompt_len=4, max_new_tokens=4, pad_id=toy.PAD, eos_id=toy.EOS)
-    cfg = GRPOConfig(
-        steps=steps, prompts_per_step=4, group_size=8, mu=mu, seed=seed,
-        async_rollout=overlapped, async_correction=correction,
-    )  # fmt: skip
+    cfg = GRPOConfig(prompts_per_step=4, group_size=8, mu=mu, async_rollout=overlapped,
+                     async_correction=correction)  # fmt: skip
     model = Transformer(ModelConfig.tiny(toy.VOCAB), rngs=nnx.Rngs(seed))
-    t = GRPOTrainer(
-        pol, model, toy.answer_prompts(), plugin_reward_fn([toy.answer_reward]), cfg,
-        OptimConfig(learning_rate=5e-3, decay="constant"),
-    )  # fmt: skip
+    t = GRPOStep(pol, toy.answer_prompts(), plugin_reward_fn([toy.answer_reward]), cfg)
+    run_cfg = TrainRunConfig(
+        run_dir=None,
+        train=TrainConfig(steps=steps, seed=seed, log_every=1, progress=False, metrics_hook=False),
+        optim=OptimConfig(learning_rate=5e-3, decay="constant"),
+        checkpoint=CheckpointConfig(enabled=False),
+    )
     stamps: list[float] = []
     step = t.step
 
-    def timed_step(**kw):  # type: ignore[no-untyped-def]
-        out = step(**kw)
+    def timed_step(*a):  # type: ignore[no-untyped-def]
+        out = step(*a)
         stamps.append(time.perf_counter())
         return out
 
     t.step = timed_step  # type: ignore[method-assign]
     t0 = time.perf_counter()
-    result = t.train()
+    result = train_loop(model, run_cfg, t, name="grpo")
     wall = time.perf_counter() - t0
-    curve = result.curve()
+    curve = [h["reward/total/mean"] for h in result.history]
     intervals = np.diff(stamps[2:])  # steps 4..N
     return {
         "mode": "async" if overlapped else "sync",

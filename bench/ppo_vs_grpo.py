@@ -39,9 +39,10 @@ from studio_align.router.format import build_tokenizer
 from studio_align.router.router import save_router
 from studio_align.simulate.router.creators import demo_creator_data
 from studio_align.testing import toy
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
 from studio_align.training.grpo_run import GRPORunConfig, train_grpo
-from studio_align.training.loop import train_loop
+from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import LMPolicy
 from studio_align.training.ppo import (
@@ -51,6 +52,7 @@ from studio_align.training.ppo import (
     make_ppo_loss,
     train_ppo,
 )
+from studio_align.training.supervised import supervised
 from studio_align.training.value_head import ValueModel, trainable
 
 ALGOS = ("ppo", "grpo", "dr_grpo")
@@ -68,21 +70,26 @@ def toy_run(algo: str, seed: int, steps: int, tmp: Path) -> dict[str, Any]:
                        vf_coef=0.5, seed=seed)  # fmt: skip
         cfg = PPORunConfig.model_validate({
             "run_dir": str(tmp / f"ppo{seed}"), "ppo": pc.model_dump(), "checkpoint": {"every": 0},
+            "optim": optim.model_dump(),
             "train": {"progress": False, "metrics_hook": False},
         })  # fmt: skip
         vm = ValueModel(model, pol.feature_dim(model), shared=True, rngs=nnx.Rngs(seed))
         src = PPOExperience(pol, [{"prompt": p} for p in toy.answer_prompts()], reward, pc,
                             ref_model=None)  # fmt: skip
-        res = train_loop(vm, optim, make_ppo_loss(pol, pc), src, cfg.loop_config(),
+        res = train_loop(vm, cfg.loop_config(), supervised(make_ppo_loss(pol, pc), src),
                          wrt=trainable(nnx.Param), name="ppo")  # fmt: skip
         curve = [h["reward/total/mean"] for h in res.history]
         calls = src.reward_calls
     else:
-        gc = GRPOConfig(steps=steps, prompts_per_step=4, group_size=8, mu=2, seed=seed,
-                        estimator=algo, dynamic_sampling=False)  # fmt: skip
-        t = GRPOTrainer(pol, model, toy.answer_prompts(), reward, gc, optim)
-        gres = t.train()
-        curve = gres.curve()
+        gc = GRPOConfig(prompts_per_step=4, group_size=8, mu=2, estimator=algo,
+                        dynamic_sampling=False)  # fmt: skip
+        run = TrainRunConfig(
+            run_dir=None, optim=optim, checkpoint=CheckpointConfig(enabled=False),
+            train=TrainConfig(steps=steps, seed=seed, log_every=1, progress=False,
+                              metrics_hook=False),
+        )  # fmt: skip
+        gres = train_loop(model, run, GRPOStep(pol, toy.answer_prompts(), reward, gc), name="grpo")
+        curve = [h["reward/total/mean"] for h in gres.history]
         calls = steps * 4 * 8
     wall = time.perf_counter() - t0
     return {"curve": curve, "wall_s": wall, "reward_calls": calls}
@@ -120,8 +127,9 @@ def router_run(algo: str, seed: int, steps: int, tmp: Path, ws: Path) -> dict[st
     else:
         gcfg = GRPORunConfig.model_validate(common | {
             "run_dir": str(tmp / f"{algo}{seed}"),
-            "grpo": {"steps": steps, "prompts_per_step": 4, "group_size": 4, "mu": 2,
-                     "beta": 0.04, "seed": seed, "estimator": algo, "dynamic_sampling": False},
+            "train": {"steps": steps, "seed": seed},
+            "grpo": {"prompts_per_step": 4, "group_size": 4, "mu": 2, "beta": 0.04,
+                     "estimator": algo, "dynamic_sampling": False},
         })  # fmt: skip
         gres = train_grpo(gcfg)
         curve = [h["reward/total/mean"] for h in gres.history]

@@ -24,8 +24,9 @@ from studio_align.config import apply_overrides, validate
 from studio_align.models.sharding import make_mesh
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.distributed import maybe_initialize, replicated
-from studio_align.training.loop import TrainRunConfig, place_batch, train_loop
+from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.packed import PackedBatches
+from studio_align.training.supervised import place_batch, supervised
 
 
 class MLP(nnx.Module):
@@ -91,7 +92,7 @@ def main(argv: list[str]) -> None:
     if "--packed" in rest:
         rows = math.lcm(2, jax.device_count())
         batches = PackedBatches(batches, 16, rows_multiple=rows, groups=cfg.train.grad_accum)
-    res = train_loop(model, cfg.optim, loss_fn, batches, cfg)
+    res = train_loop(model, cfg, supervised(loss_fn, batches))
     params = replicated(nnx.state(model, nnx.Param))  # every process: a collective
     flat = {"p/" + "/".join(map(str, k)): np.asarray(v) for k, v in nnx.to_flat_state(params)}
     losses = [h["loss"] for h in res.history if "loss" in h]

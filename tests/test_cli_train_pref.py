@@ -60,7 +60,7 @@ def test_train_kto_cli(workspace: Path) -> None:
 
 @pytest.mark.slow
 def test_train_grpo_cli(workspace: Path) -> None:
-    out = _run(["train", "grpo", *_common(workspace, "grpo"), "--set", "grpo.steps=2",
+    out = _run(["train", "grpo", *_common(workspace, "grpo"), "--set", "train.steps=2",
                 "--set", "grpo.prompts_per_step=2", "--set", "grpo.group_size=4",
                 "--set", "grpo.beta=0.04"])  # fmt: skip
     last = out["last_step"]

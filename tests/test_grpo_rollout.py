@@ -19,72 +19,74 @@ from studio_align.generation.sampler import Sampler
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 from studio_align.testing import toy
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
+from studio_align.training.loop import TrainResult, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import LMPolicy
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_training_grpo import TARGET, Table, TablePolicy, curve, run_config
 
 # minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
 # default suite stays under 15 minutes on 2 cores
 pytestmark = pytest.mark.slow
 
 
-def _lm_trainer(steps: int, slots: int = 0, **cfg: object) -> GRPOTrainer:
+def _lm(steps: int, slots: int = 0, **cfg: object) -> tuple[GRPOStep, TrainResult, Transformer]:
+    """`steps` GRPO steps of the tiny LM on the answer task; the step, result and model."""
     pol = LMPolicy(max_prompt_len=4, max_new_tokens=4, pad_id=toy.PAD, eos_id=toy.EOS, slots=slots)
-    gcfg = GRPOConfig(
-        **{"steps": steps, "prompts_per_step": 4, "group_size": 4, "seed": 0, "beta": 0.1, **cfg}
-    )
+    gcfg = GRPOConfig(**{"prompts_per_step": 4, "group_size": 4, "beta": 0.1, **cfg})  # type: ignore[arg-type]
     model = Transformer(ModelConfig.tiny(toy.VOCAB), rngs=nnx.Rngs(0))
     ref = Transformer(ModelConfig.tiny(toy.VOCAB), rngs=nnx.Rngs(0))
-    return GRPOTrainer(
-        pol, model, toy.answer_prompts(), plugin_reward_fn([toy.answer_reward]), gcfg,
-        OptimConfig(learning_rate=1e-2, decay="constant"), ref_model=ref,
-    )  # fmt: skip
+    step = GRPOStep(pol, toy.answer_prompts(), plugin_reward_fn([toy.answer_reward]), gcfg,
+                    ref_model=ref)  # fmt: skip
+    run = run_config(steps, optim=OptimConfig(learning_rate=1e-2, decay="constant"))
+    return step, train_loop(model, run, step, name="grpo"), model
 
 
 def test_sampler_compiles_once_inside_the_trainer() -> None:
-    """The trainer's parameters carry its mesh sharding; the sampler must not compile a
+    """The loop's parameters carry its mesh sharding; the sampler must not compile a
     second program for them (it used to: a fresh cache vs the sharded one handed back)."""
-    t = _lm_trainer(3)
-    counter = Sampler(t.model)
+    counts: list[int] = []
+    pol = LMPolicy(max_prompt_len=4, max_new_tokens=4, pad_id=toy.PAD, eos_id=toy.EOS)
+    model = Transformer(ModelConfig.tiny(toy.VOCAB), rngs=nnx.Rngs(0))
+    counter = Sampler(model)
     before = counter.compile_count
-    t.step()
-    after_first = counter.compile_count
-    t.step()
-    t.step()
-    assert after_first - before <= 1
-    assert counter.compile_count == after_first
-    assert t.compiles == 1
+    step = GRPOStep(pol, toy.answer_prompts(), plugin_reward_fn([toy.answer_reward]),
+                    GRPOConfig(prompts_per_step=4, group_size=4))  # fmt: skip
+    res = train_loop(model, run_config(3, optim=OptimConfig(learning_rate=1e-2)), step,
+                     name="grpo", stop=lambda s, m: counts.append(counter.compile_count) or False)  # fmt: skip
+    assert counts[0] - before <= 1
+    assert counts[-1] == counts[0]
+    assert res.compiles == 1
 
 
 def test_continuous_batching_rollouts_train_with_one_compile() -> None:
-    """`LMPolicy(slots=6)`: 16 rollout rows decoded 6 at a time inside the trainer; the
+    """`LMPolicy(slots=6)`: 16 rollout rows decoded 6 at a time inside the loop; the
     sampler compiles once, the update once, and the rollouts end at EOS or the limit."""
     compiles.install()
 
     def continuous() -> int:  # XLA programs built for the continuous decode loop
         return sum(n for k, n in compiles.by_program().items() if "generate_continuous" in k)
 
-    t = _lm_trainer(3, slots=6)
     before = continuous()
-    t.step()
-    first = continuous()
-    h = t.train().history
-    assert first == before + 1  # the rollout took the continuous path, compiled once
-    assert continuous() == first and t.compiles == 1
-    assert all(np.isfinite(x["loss"]) for x in h)
-    roll = t.policy.sample(t.model, [[1, 2], [1, 3]], 4, jax.random.key(0))
+    t, res, model = _lm(3, slots=6)
+    assert continuous() == before + 1  # the rollouts took the continuous path, compiled once
+    assert res.compiles == 1
+    assert all(np.isfinite(x["loss"]) for x in res.history)
+    roll = t.policy.sample(model, [[1, 2], [1, 3]], 4, jax.random.key(0))
     assert roll.mask.shape == (8, 4) and roll.lengths.min() >= 1
 
 
 def test_async_rollout_lm_runs_and_is_bounded() -> None:
-    t = _lm_trainer(4, async_rollout=True)
-    h = t.train().history
+    t, res, _ = _lm(4, async_rollout=True)
+    h = res.history
     assert [x["step"] for x in h] == [1, 2, 3, 4]
     assert h[0]["rollout/staleness"] == 0.0
     assert all(x["rollout/staleness"] <= 1.0 for x in h)
     assert max(x["rollout/staleness"] for x in h) == 1.0
     assert all(np.isfinite(x["loss"]) for x in h)
-    assert t.compiles == 1 and t._pool is None  # the worker is gone after train()
+    assert res.compiles == 1 and t.rollouts._pool is None  # the worker is gone after the run
 
 
 @pytest.mark.parametrize("mu", [1, 2])
@@ -92,37 +94,26 @@ def test_async_rollout_decoupled_correction(mu: int) -> None:
     """Decoupled PPO on stale rollouts: with one update per step the proximal log-probs are
     the update's own forward; with several, one extra pass per stale step computes them.
     Either way one compiled update, and the behaviour weights are logged (1 when fresh)."""
-    t = _lm_trainer(4, async_rollout=True, mu=mu)
-    h = t.train().history
-    assert t.compiles == 1
+    _, res, _ = _lm(4, async_rollout=True, mu=mu)
+    h = res.history
+    assert res.compiles == 1
     assert h[0]["rollout/staleness"] == 0.0 and h[0]["is_weight/mean"] == pytest.approx(1.0)
     stale = [x for x in h if x["rollout/staleness"] == 1.0]
     assert stale and all(0.0 < x["is_weight/mean"] <= 5.0 for x in stale)
     assert all(np.isfinite(x["loss"]) for x in h)
-    clip = _lm_trainer(4, async_rollout=True, mu=mu, async_correction="clip")
-    assert all("is_weight/mean" not in x for x in clip.train().history)
+    _, clip, _ = _lm(4, async_rollout=True, mu=mu, async_correction="clip")
+    assert all("is_weight/mean" not in x for x in clip.history)
 
 
 def _table_run(async_rollout: bool, mesh: dict | None) -> list[float]:
     """Reward curve of the table-policy pattern task (tests/test_training_grpo.py)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_training_grpo import TARGET, Table, TablePolicy
-
-    from studio_align.models.sharding import MeshConfig
-
-    cfg = GRPOConfig(
-        steps=15, prompts_per_step=4, group_size=8, mu=2, minibatches=2, seed=0, beta=0.05,
-        async_rollout=async_rollout,
-    )  # fmt: skip
-    t = GRPOTrainer(
-        TablePolicy(4), Table(4, 8, rngs=nnx.Rngs(0)), [0, 1, 2, 3],
-        plugin_reward_fn([toy.pattern_reward(TARGET)]), cfg,
-        OptimConfig(learning_rate=0.3, decay="constant"), ref_model=Table(4, 8, rngs=nnx.Rngs(0)),
-        mesh=MeshConfig(**mesh) if mesh else None,
-    )  # fmt: skip
-    result = t.train()
+    cfg = GRPOConfig(prompts_per_step=4, group_size=8, mu=2, minibatches=2, beta=0.05,
+                     async_rollout=async_rollout)  # fmt: skip
+    step = GRPOStep(TablePolicy(4), [0, 1, 2, 3], plugin_reward_fn([toy.pattern_reward(TARGET)]),
+                    cfg, ref_model=Table(4, 8, rngs=nnx.Rngs(0)))  # fmt: skip
+    result = train_loop(Table(4, 8, rngs=nnx.Rngs(0)), run_config(15, mesh=mesh), step, name="grpo")
     assert result.compiles == 1
-    return result.curve()
+    return curve(result)
 
 
 def test_async_rollout_on_8_devices_learns_like_sync() -> None:
@@ -155,30 +146,29 @@ def test_async_rollout_checkpoints_and_resumes(tmp_path) -> None:
     from before that rollout was requested: the resumed run redraws it and carries on."""
     import shutil
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_training_grpo import TARGET, Table, TablePolicy
-
     from studio_align.training.checkpoint import CheckpointConfig
 
-    def trainer(steps: int, run_dir: Path) -> GRPOTrainer:
-        cfg = GRPOConfig(steps=steps, prompts_per_step=2, group_size=4, seed=3, async_rollout=True)
-        return GRPOTrainer(
-            TablePolicy(4), Table(4, 8, rngs=nnx.Rngs(0)), [0, 1, 2, 3, 4],
-            plugin_reward_fn([toy.pattern_reward(TARGET)]), cfg,
-            OptimConfig(learning_rate=0.3, decay="constant"), run_dir=run_dir,
-            checkpoint=CheckpointConfig(every=1, keep=5, async_save=False),
-        )  # fmt: skip
+    restored: list[dict] = []
 
-    two = trainer(2, tmp_path / "two")  # stops after step 2: nothing sampled ahead
-    two.train()
-    four = trainer(4, tmp_path / "four")  # step 2 is saved while rollout 3 is in flight
-    four.train()
+    def run(steps: int, run_dir: Path) -> tuple[GRPOStep, TrainResult]:
+        cfg = GRPOConfig(prompts_per_step=2, group_size=4, async_rollout=True)
+        step = GRPOStep(TablePolicy(4), [0, 1, 2, 3, 4],
+                        plugin_reward_fn([toy.pattern_reward(TARGET)]), cfg)  # fmt: skip
+        restore = step.restore
+        step.restore = lambda rec: restored.append(dict(rec)) or restore(rec)  # type: ignore[method-assign]
+        ck = CheckpointConfig(every=1, keep=5, async_save=False)
+        res = train_loop(Table(4, 8, rngs=nnx.Rngs(0)),
+                         run_config(steps, seed=3, run_dir=run_dir, checkpoint=ck), step, name="grpo")  # fmt: skip
+        return step, res
+
+    two, _ = run(2, tmp_path / "two")  # stops after step 2: nothing sampled ahead
+    run(4, tmp_path / "four")  # step 2 is saved while rollout 3 is in flight
     shutil.rmtree(tmp_path / "four" / "checkpoints" / "3")
     shutil.rmtree(tmp_path / "four" / "checkpoints" / "4")
-    resumed = trainer(4, tmp_path / "four")
-    assert resumed.step_count == 2
-    assert resumed._record()["rng"] == two._record()["rng"]
-    assert resumed._record()["queue"] == two._record()["queue"]
-    rest = resumed.train().history
+    _, res = run(4, tmp_path / "four")
+    assert res.resumed_from == 2
+    assert restored[-1]["rng"] == two.record(2)["rng"]
+    assert restored[-1]["queue"] == two.record(2)["queue"]
+    rest = res.history
     assert [h["step"] for h in rest] == [3, 4]
     assert rest[0]["rollout/staleness"] == 0.0  # the first rollout after a resume is on-policy

@@ -17,14 +17,15 @@ from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _training_worker import MLP, data, mse
-from test_training_grpo import TARGET, Table, TablePolicy
+from test_training_grpo import TARGET, Table, TablePolicy, run_config
 
 from studio_align.config import validate
 from studio_align.testing import toy
 from studio_align.training.checkpoint import CheckpointConfig
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
+from studio_align.training.supervised import supervised
 
 
 class Killed(Exception):
@@ -59,7 +60,7 @@ def _loop(run_dir: Path, every: int, kill_at: int | None) -> None:
             raise Killed(step)
         return {k: v[step * 8 : step * 8 + 8] for k, v in arrays.items()}
 
-    train_loop(MLP(16, 8, rngs=nnx.Rngs(0)), cfg.optim, mse, source, cfg)
+    train_loop(MLP(16, 8, rngs=nnx.Rngs(0)), cfg, supervised(mse, source))
 
 
 def test_loop_killed_before_first_checkpoint_then_rerun(tmp_path: Path) -> None:
@@ -90,12 +91,11 @@ def _grpo(run_dir: Path, kill_at: int | None, checkpoint: CheckpointConfig | Non
             raise Killed(calls)
         return inner(records, rollout)
 
-    cfg = GRPOConfig(steps=4, prompts_per_step=2, group_size=4, seed=0, dynamic_sampling=False)
-    t = GRPOTrainer(
-        TablePolicy(4), Table(4, 8, rngs=nnx.Rngs(0)), [0, 1, 2, 3], reward, cfg,
-        OptimConfig(learning_rate=0.3, decay="constant"), run_dir=run_dir, checkpoint=checkpoint,
-    )  # fmt: skip
-    t.train()
+    cfg = GRPOConfig(prompts_per_step=2, group_size=4, dynamic_sampling=False)
+    step = GRPOStep(TablePolicy(4), [0, 1, 2, 3], reward, cfg)
+    run = run_config(4, optim=OptimConfig(learning_rate=0.3, decay="constant"), run_dir=run_dir,
+                     checkpoint=checkpoint)  # fmt: skip
+    train_loop(Table(4, 8, rngs=nnx.Rngs(0)), run, step, name="grpo")
 
 
 @pytest.mark.parametrize("checkpoint", [None, CheckpointConfig(every=0, async_save=False)])

@@ -232,7 +232,7 @@ def test_preference_trainers_two_processes_match_one(
 
 @pytest.mark.slow
 def test_grpo_two_processes_match_one(tmp_path: Path, route_ws: Path) -> None:
-    sets = _route(route_ws, **{"grpo.steps": 3, "grpo.prompts_per_step": 4,
+    sets = _route(route_ws, **{"train.steps": 3, "grpo.prompts_per_step": 4,
                                "grpo.group_size": 4, "grpo.beta": 0.04,
                                "optim.learning_rate": 3e-3})  # fmt: skip
     _compare_cli(tmp_path, ["train", "grpo", *sets], weights="model/params.safetensors")

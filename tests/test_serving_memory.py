@@ -59,3 +59,46 @@ def test_feedback_becomes_an_exemplar_for_that_creator(tmp_path: Path) -> None:
         _ready(client)
         back = signed_post(client, "/v1/route", {**REQ, "creator": "ana"}).json()
         assert back["source"] == "creator_memory" and back["plan"] == final
+
+
+@pytest.mark.slow  # two real servers (subprocesses) compile a router
+def test_acknowledged_feedback_survives_sigkill(tmp_path: Path) -> None:
+    import json
+    import urllib.request
+
+    from serving_helpers import ServerProcess
+
+    from studio_align.serving.auth import signed_headers
+
+    ck = make_router_checkpoint(tmp_path / "router", seed=0, version="v")
+    keys = write_keys(tmp_path / "keys.toml", **{PLATFORM: PLATFORM_KEY})
+    fb_log = tmp_path / "fb" / "events.jsonl"
+    extra = ("--feedback-keys", str(keys), "--set", "batch_buckets=[1]", "--set", "max_batch=1")
+
+    def post(srv: ServerProcess, path: str, body: dict) -> dict:
+        raw = json.dumps(body).encode()
+        h = {**signed_headers(PLATFORM, PLATFORM_KEY.encode(), "POST", path, raw),
+             "Content-Type": "application/json"}  # fmt: skip
+        req = urllib.request.Request(srv.url + path, raw, h, method="POST")
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.load(r)
+
+    srv = ServerProcess(ck, fb_log, *extra)
+    try:
+        srv.wait_healthy()
+        first = post(srv, "/v1/route", {**REQ, "creator": "ana"})
+        final = next(p for p in (["wan.image_to_video", "audio.music"], ["wan.image_to_video"])
+                     if p != first["plan"])  # fmt: skip
+        fb = {"request": REQ, "proposed": first["plan"], "final": final,
+              "outcome": "rerouted", "creator": "ana", "session": "s1"}  # fmt: skip
+        assert post(srv, "/v1/feedback", fb)["written"] is True
+    finally:
+        srv.proc.kill()  # SIGKILL: no shutdown hook runs
+        srv.proc.wait()
+    srv = ServerProcess(ck, fb_log, *extra)
+    try:
+        srv.wait_healthy()
+        back = post(srv, "/v1/route", {**REQ, "creator": "ana"})
+        assert back["source"] == "creator_memory" and back["plan"] == final
+    finally:
+        srv.stop()

@@ -22,6 +22,7 @@ from studio_align.training.distill import (
 )
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.policy import LMPolicy
+from studio_align.training.supervised import supervised
 
 
 def _forward_kl(policy: LMPolicy, student: nnx.Module, teacher: PolicyTeacher, ex: list) -> float:
@@ -52,7 +53,7 @@ def test_student_moves_towards_the_teacher_with_one_compile(tmp_path: Path) -> N
         "progress": False, "metrics_hook": False}, "checkpoint": {"every": 0},
         "optim": {"learning_rate": 1e-2, "decay": "constant"},
     })  # fmt: skip
-    res = train_loop(student, run.optim, make_distill_loss(policy, cfg), src, run, name="distill")
+    res = train_loop(student, run, supervised(make_distill_loss(policy, cfg), src), name="distill")
     assert res.compiles == 1
     after = _forward_kl(policy, student, teacher, ex)
     assert after < 0.5 * before

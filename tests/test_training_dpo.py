@@ -19,6 +19,7 @@ from studio_align.training.dpo import (
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.training.packing import pack_pairs
+from studio_align.training.supervised import supervised
 
 
 def _model(seed: int = 0) -> Transformer:
@@ -82,10 +83,8 @@ def _train(loss_type: str, tmp_path, steps: int = 60) -> tuple[dict, dict]:
     run.checkpoint.every = 0
     result = train_loop(
         policy,
-        run.optim,
-        make_dpo_loss(cfg),
-        ArrayBatches({**train, **ref_train}, 32, seed=0),
         run,
+        supervised(make_dpo_loss(cfg), ArrayBatches({**train, **ref_train}, 32, seed=0)),
         name="dpo",
     )
     after = evaluate_pairs(policy, held, ref_held)

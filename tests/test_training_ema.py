@@ -19,6 +19,7 @@ from studio_align.training.batches import ArrayBatches
 from studio_align.training.ema import ema_of
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig, make_optimizer
+from studio_align.training.supervised import supervised
 
 DECAY = 0.8
 STEPS = 6
@@ -68,7 +69,7 @@ def test_ema_follows_the_formula_and_leaves_training_unchanged(tmp_path: Path) -
     last_step = [np.asarray(p) for p in jax.tree.leaves(params)]
 
     cfg = _cfg(tmp_path / "ema", DECAY)
-    res = train_loop(model, cfg.optim, mse, batches, cfg)
+    res = train_loop(model, cfg, supervised(mse, batches))
     assert res.compiles == 1
     got = _params(model)
     for g, e in zip(got, expected, strict=True):
@@ -79,7 +80,7 @@ def test_ema_follows_the_formula_and_leaves_training_unchanged(tmp_path: Path) -
     # the updates pass through unchanged: the same run without EMA ends at the last step
     model2 = MLP(16, 32, rngs=nnx.Rngs(0))
     cfg = _cfg(tmp_path / "off", None)
-    train_loop(model2, cfg.optim, mse, batches, cfg)
+    train_loop(model2, cfg, supervised(mse, batches))
     for g, w in zip(_params(model2), last_step, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
@@ -89,14 +90,14 @@ def test_ema_is_checkpointed_and_resumes_exactly(tmp_path: Path) -> None:
     batches = ArrayBatches(data(64), 8)
     whole = MLP(16, 32, rngs=nnx.Rngs(0))
     cfg = _cfg(tmp_path / "whole", DECAY, every=3)
-    train_loop(whole, cfg.optim, mse, batches, cfg)
+    train_loop(whole, cfg, supervised(mse, batches))
 
     run = tmp_path / "split"
     half = MLP(16, 32, rngs=nnx.Rngs(0))
     cfg = _cfg(run, DECAY, every=3)
-    train_loop(half, cfg.optim, mse, batches, cfg, total_steps=3)  # stops after step 3's save
+    train_loop(half, cfg, supervised(mse, batches), total_steps=3)  # stops after step 3's save
     resumed = MLP(16, 32, rngs=nnx.Rngs(1))  # other weights: all of them come from the checkpoint
-    res = train_loop(resumed, cfg.optim, mse, batches, _cfg(run, DECAY, every=3, resume=True))
+    res = train_loop(resumed, _cfg(run, DECAY, every=3, resume=True), supervised(mse, batches))
     assert res.resumed_from == 3
     for a, b in zip(_params(resumed), _params(whole), strict=True):
         np.testing.assert_array_equal(a, b)

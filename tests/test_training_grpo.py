@@ -1,4 +1,5 @@
-"""GRPO trainer: dynamic sampling, overlong penalty, rising reward on verifiable toy tasks."""
+"""GRPO on the shared loop: dynamic sampling, overlong penalty, rising reward on verifiable
+toy tasks, exact resume."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 from flax import nnx
 
 from studio_align.testing import toy
+from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.ema import ema_of
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
+from studio_align.training.grpo_rollout import Rollouts
+from studio_align.training.loop import TrainConfig, TrainResult, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.training.policy import Rollout, replay_fsm
 
@@ -61,52 +65,110 @@ class TablePolicy:
 TARGET = [5, 6, 5, 6]
 
 
-def _trainer(optim: OptimConfig | None = None, **overrides) -> GRPOTrainer:  # type: ignore[no-untyped-def]
-    cfg = GRPOConfig(
-        **{"steps": 15, "prompts_per_step": 4, "group_size": 8, "mu": 2, "seed": 0, **overrides}
+def run_config(
+    steps: int,
+    *,
+    seed: int = 0,
+    optim: OptimConfig | None = None,
+    run_dir=None,  # type: ignore[no-untyped-def]
+    checkpoint: CheckpointConfig | None = None,
+    mesh: dict | None = None,
+) -> TrainRunConfig:
+    """A GRPO test run: `steps` logged one by one, no checkpoints unless given."""
+    from studio_align.models.sharding import MeshConfig
+
+    return TrainRunConfig(
+        run_dir=run_dir,
+        train=TrainConfig(steps=steps, seed=seed, log_every=1, progress=False, metrics_hook=False),
+        optim=optim or OptimConfig(learning_rate=0.3, decay="constant"),
+        checkpoint=checkpoint or CheckpointConfig(enabled=False),
+        mesh=MeshConfig(**mesh) if mesh else MeshConfig(),
     )
-    model = Table(4, 8, rngs=nnx.Rngs(0))
+
+
+def curve(result: TrainResult, key: str = "reward/total/mean") -> list[float]:
+    return [h[key] for h in result.history if key in h]
+
+
+def _table_step(**overrides) -> GRPOStep:  # type: ignore[no-untyped-def]
+    cfg = GRPOConfig(**{"prompts_per_step": 4, "group_size": 8, "mu": 2, **overrides})
     reward = plugin_reward_fn([toy.pattern_reward(TARGET)])
-    optim = optim or OptimConfig(learning_rate=0.3, decay="constant", clip_grad_norm=None)
-    return GRPOTrainer(TablePolicy(4), model, [0, 1, 2, 3], reward, cfg, optim)
+    return GRPOStep(TablePolicy(4), [0, 1, 2, 3], reward, cfg)
 
 
 def test_grpo_core_raises_reward_on_table_policy() -> None:
-    """Also `[optim] ema_decay`, which leaves training unchanged: the trainer's model ends
-    on the moving average, its own state on the last update's weights."""
+    """Also `[optim] ema_decay`, which leaves training unchanged: the model handed back
+    holds the moving average, the optimizer state the last update's weights."""
     optim = OptimConfig(learning_rate=0.3, decay="constant", clip_grad_norm=None, ema_decay=0.5)
-    trainer = _trainer(optim)
-    result = trainer.train()
-    ema = ema_of(trainer.opt_state)
-    assert ema is not None
-    exported = np.asarray(trainer.model.logits[...])
-    np.testing.assert_allclose(exported, np.asarray(ema["logits"][...]), rtol=1e-6)
-    assert float(np.abs(exported - np.asarray(trainer.params["logits"][...])).max()) > 1e-3
-    curve = result.curve()
-    start, end = np.mean(curve[:2]), np.mean(curve[-2:])
+    model = Table(4, 8, rngs=nnx.Rngs(0))
+    seen = {}
+
+    def keep_state(s: int, current: nnx.Module) -> bool:  # the loop's live arrays
+        seen["logits"] = np.asarray(current.logits[...])
+        return False
+
+    result = train_loop(model, run_config(15, optim=optim), _table_step(), name="grpo",
+                        stop=keep_state)  # fmt: skip
+    exported = np.asarray(model.logits[...])
+    np.testing.assert_allclose(exported, seen["logits"], rtol=1e-6)  # the EMA, both times
+    start_model = np.asarray(Table(4, 8, rngs=nnx.Rngs(0)).logits[...])
+    assert float(np.abs(exported - start_model).max()) > 1e-3
+    c = curve(result)
+    start, end = np.mean(c[:2]), np.mean(c[-2:])
     print(f"table policy reward {start:.3f} -> {end:.3f}")
     assert end > start + 0.3
     h = result.history[-1]
     for key in ("entropy", "clip_fraction", "zero_std_fraction", "reward/pattern/mean", "loss"):
         assert key in h, key
-    assert result.compiles == 1
+    assert result.compiles == 1 and result.step == 15 and len(result.history) == 15
+
+
+def test_ema_export_differs_from_the_last_update() -> None:
+    """With `ema_decay` the exported weights are the average, not the last update's."""
+    from studio_align.training.ema import exported as export
+    from studio_align.training.state import TrainState
+
+    optim = OptimConfig(learning_rate=0.3, decay="constant", clip_grad_norm=None, ema_decay=0.5)
+    states: list[TrainState] = []
+    step = _table_step()
+    bind = step.bind
+
+    def spy(state: TrainState, run: TrainRunConfig, total: int) -> None:
+        states.append(state)
+        bind(state, run, total)
+
+    step.bind = spy  # type: ignore[method-assign]
+    train_loop(Table(4, 8, rngs=nnx.Rngs(0)), run_config(6, optim=optim), step, name="grpo")
+    state = states[0]
+    ema = ema_of(state.opt_state)
+    assert ema is not None
+    avg = export(state.params, state.opt_state)
+    np.testing.assert_allclose(
+        np.asarray(avg["logits"][...]), np.asarray(ema["logits"][...]), rtol=1e-6
+    )
+    diff = np.abs(np.asarray(ema["logits"][...]) - np.asarray(state.params["logits"][...]))
+    assert float(diff.max()) > 1e-3
 
 
 def test_kl_to_reference_is_logged_and_restrains() -> None:
-    ref = Table(4, 8, rngs=nnx.Rngs(0))
-    cfg = GRPOConfig(steps=8, prompts_per_step=4, group_size=8, beta=0.5, seed=0)
-    model = Table(4, 8, rngs=nnx.Rngs(0))
-    t = GRPOTrainer(
-        TablePolicy(4),
-        model,
-        [0, 1, 2, 3],
-        plugin_reward_fn([toy.pattern_reward(TARGET)]),
-        cfg,
-        OptimConfig(learning_rate=0.3, decay="constant"),
-        ref_model=ref,
-    )
-    h = t.train().history
+    cfg = GRPOConfig(prompts_per_step=4, group_size=8, beta=0.5)
+    step = GRPOStep(TablePolicy(4), [0, 1, 2, 3], plugin_reward_fn([toy.pattern_reward(TARGET)]),
+                    cfg, ref_model=Table(4, 8, rngs=nnx.Rngs(0)))  # fmt: skip
+    h = train_loop(Table(4, 8, rngs=nnx.Rngs(0)), run_config(8), step, name="grpo").history
     assert h[0]["kl"] == pytest.approx(0.0, abs=1e-6) and h[-1]["kl"] > 0
+
+
+def test_old_grpo_steps_key_says_where_it_moved() -> None:
+    from studio_align.config import validate
+    from studio_align.errors import ConfigError
+    from studio_align.training.grpo_run import GRPORunConfig
+
+    with pytest.raises(ConfigError, match=r"grpo: `steps` moved to the shared \[train\] section"):
+        validate(GRPORunConfig, {"grpo": {"steps": 50}}, source="old.toml")
+    with pytest.raises(ConfigError, match=r"train\.batch_size does not apply to GRPO"):
+        validate(GRPORunConfig, {"train": {"batch_size": 8}})
+    given = validate(GRPORunConfig, {"train": {"steps": 50}}).train
+    assert given.steps == 50 and given.log_every == 1  # GRPO's own default survives
 
 
 def test_dynamic_sampling_refills_zero_variance_groups() -> None:
@@ -120,51 +182,42 @@ def test_dynamic_sampling_refills_zero_variance_groups() -> None:
             for c, p in zip(completions, prompts, strict=True)
         ]
 
-    cfg = GRPOConfig(steps=1, prompts_per_step=4, group_size=8, seed=0, max_resample=3)
-    t = GRPOTrainer(
-        TablePolicy(4),
-        Table(4, 8, rngs=nnx.Rngs(0)),
-        list(range(8)),
-        plugin_reward_fn([constant_for_even]),
-        cfg,
-        OptimConfig(),
-    )
-    rollout, rewards, metrics = t.collect()
+    cfg = GRPOConfig(prompts_per_step=4, group_size=8, max_resample=3)
+    model = Table(4, 8, rngs=nnx.Rngs(0))
+    t = Rollouts(TablePolicy(4), list(range(8)), plugin_reward_fn([constant_for_even]), cfg, seed=0)
+    rollout, rewards, metrics = t.collect(model)
     groups = rewards.reshape(-1, 8)
     assert metrics["zero_std_fraction"] == pytest.approx(0.5, abs=0.5)
     assert metrics["rollouts"] > 1  # half the prompts are uninformative: a refill was needed
     assert (groups.max(1) > groups.min(1)).all()  # every kept group has signal
     assert len(rollout) == 32
-    off = GRPOTrainer(
+    off = Rollouts(
         TablePolicy(4),
-        Table(4, 8, rngs=nnx.Rngs(0)),
         list(range(8)),
         plugin_reward_fn([constant_for_even]),
         cfg.model_copy(update={"dynamic_sampling": False}),
-        OptimConfig(),
+        seed=0,
     )
-    _, _, m2 = off.collect()
+    _, _, m2 = off.collect(model)
     assert m2["rollouts"] == 1.0
 
 
 def test_overlong_penalty_counts_tokens() -> None:
     cfg = GRPOConfig(
-        steps=1,
         prompts_per_step=2,
         group_size=4,
         overlong_penalty=1.0,
         overlong_buffer=2,
         dynamic_sampling=False,
     )
-    t = GRPOTrainer(
+    t = Rollouts(
         TablePolicy(4, eos=2),
-        Table(4, 8, rngs=nnx.Rngs(0)),
         [0, 1],
         plugin_reward_fn([lambda completions: [0.0] * len(completions)]),
         cfg,
-        OptimConfig(),
+        seed=0,
     )
-    rollout, rewards, _ = t.collect()
+    rollout, rewards, _ = t.collect(Table(4, 8, rngs=nnx.Rngs(0)))
     for r, length, trunc in zip(rewards, rollout.lengths, rollout.truncated, strict=True):
         want = -1.0 if trunc else (0.0 if length <= 2 else -(length - 2) / 2)
         assert r == pytest.approx(want)
@@ -227,15 +280,12 @@ def test_lm_policy_logps_match_sampler(constrained: bool) -> None:
 def _lm_grpo(steps: int, lr: float) -> list[float]:
     """The answer task: `<bos> a b` -> `[ANSWER0 + a, <eos>]`, a prompt-conditioned pattern."""
     pol = LMPolicy(max_prompt_len=4, max_new_tokens=4, pad_id=toy.PAD, eos_id=toy.EOS)
-    cfg = GRPOConfig(steps=steps, prompts_per_step=4, group_size=8, mu=2, seed=0)
-    reward = plugin_reward_fn([toy.answer_reward])
-    t = GRPOTrainer(
-        pol, _lm(), toy.answer_prompts(), reward, cfg,
-        OptimConfig(learning_rate=lr, decay="constant"),
-    )  # fmt: skip
-    result = t.train()
+    cfg = GRPOConfig(prompts_per_step=4, group_size=8, mu=2)
+    step = GRPOStep(pol, toy.answer_prompts(), plugin_reward_fn([toy.answer_reward]), cfg)
+    optim = OptimConfig(learning_rate=lr, decay="constant")
+    result = train_loop(_lm(), run_config(steps, optim=optim), step, name="grpo")
     assert result.compiles == 1
-    return result.curve()
+    return curve(result)
 
 
 def test_lm_grpo_reward_rises_fast() -> None:
@@ -257,18 +307,14 @@ def test_lm_grpo_reward_rises_long() -> None:
 
 def _table_history(mesh: dict | None = None, steps: int = 3) -> list[list[float]]:
     """(loss, reward) per step of a short table-policy run, on the given mesh."""
-    from studio_align.models.sharding import MeshConfig
-
-    cfg = GRPOConfig(
-        steps=steps, prompts_per_step=4, group_size=8, mu=2, minibatches=2, seed=0, beta=0.1
-    )
+    cfg = GRPOConfig(prompts_per_step=4, group_size=8, mu=2, minibatches=2, beta=0.1)
     reward = plugin_reward_fn([toy.pattern_reward(TARGET)])
-    t = GRPOTrainer(
-        TablePolicy(4), Table(4, 8, rngs=nnx.Rngs(0)), [0, 1, 2, 3], reward, cfg,
-        OptimConfig(learning_rate=0.3, decay="constant"), ref_model=Table(4, 8, rngs=nnx.Rngs(0)),
-        mesh=MeshConfig(**mesh) if mesh else None,
-    )  # fmt: skip
-    return [[h["loss"], h["reward/total/mean"], h["kl"]] for h in t.train().history]
+    step = GRPOStep(TablePolicy(4), [0, 1, 2, 3], reward, cfg,
+                    ref_model=Table(4, 8, rngs=nnx.Rngs(0)))  # fmt: skip
+    result = train_loop(
+        Table(4, 8, rngs=nnx.Rngs(0)), run_config(steps, mesh=mesh), step, name="grpo"
+    )
+    return [[h["loss"], h["reward/total/mean"], h["kl"]] for h in result.history]
 
 
 @pytest.mark.slow  # over 10 s; the default suite stays under 15 minutes on 2 cores
@@ -289,28 +335,31 @@ def test_grpo_on_8_devices_matches_1_device(run_python_on_8_devices) -> None:
 
 def test_grpo_checkpoint_resume_is_exact(tmp_path) -> None:
     """2 steps, stop, resume to 4 == 4 steps straight (params, losses, rollouts)."""
-    from studio_align.training.checkpoint import CheckpointConfig
+    models: dict[str, Table] = {}
 
-    def trainer(steps: int, run_dir) -> GRPOTrainer:  # type: ignore[no-untyped-def]
-        cfg = GRPOConfig(steps=steps, prompts_per_step=2, group_size=4, mu=2, minibatches=2, seed=3)
-        return GRPOTrainer(
-            TablePolicy(4), Table(4, 8, rngs=nnx.Rngs(0)), [0, 1, 2, 3, 4],
-            plugin_reward_fn([toy.pattern_reward(TARGET)]), cfg,
-            OptimConfig(learning_rate=0.3, decay="constant"), run_dir=run_dir,
-            checkpoint=CheckpointConfig(every=1, keep=2, async_save=False),
-        )  # fmt: skip
+    def run(steps: int, name: str) -> TrainResult:
+        cfg = GRPOConfig(prompts_per_step=2, group_size=4, mu=2, minibatches=2)
+        step = GRPOStep(TablePolicy(4), [0, 1, 2, 3, 4],
+                        plugin_reward_fn([toy.pattern_reward(TARGET)]), cfg)  # fmt: skip
+        models[name] = Table(4, 8, rngs=nnx.Rngs(0))
+        ck = CheckpointConfig(every=1, keep=2, async_save=False)
+        return train_loop(models[name], run_config(steps, seed=3, run_dir=tmp_path / name,
+                                                   checkpoint=ck), step, name="grpo")  # fmt: skip
 
-    straight = trainer(4, tmp_path / "a")
-    full = straight.train().history
-    trainer(2, tmp_path / "b").train()
-    resumed = trainer(4, tmp_path / "b")
-    assert resumed.step_count == 2
-    rest = resumed.train().history
+    full = run(4, "a").history
+    run(2, "b")
+    resumed = run(4, "b")
+    assert resumed.resumed_from == 2
+    rest = resumed.history
     assert [h["step"] for h in rest] == [3, 4]
     for a, b in zip(full[2:], rest, strict=True):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-6, abs=1e-7)
         assert a["reward/total/mean"] == b["reward/total/mean"]
-    for x, y in zip(jax.tree.leaves(straight.params), jax.tree.leaves(resumed.params), strict=True):
+    for x, y in zip(
+        jax.tree.leaves(nnx.state(models["a"])),
+        jax.tree.leaves(nnx.state(models["b"])),
+        strict=True,
+    ):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6)
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 4

@@ -19,6 +19,7 @@ from studio_align.training.kto import (
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.training.packing import pack_unpaired
+from studio_align.training.supervised import supervised
 
 
 def _samples(n: int, seed: int, heldout: bool = False) -> dict[str, np.ndarray]:
@@ -76,10 +77,8 @@ def test_kto_toy_run_separates_heldout(tmp_path) -> None:
     run.checkpoint.every = 0
     result = train_loop(
         policy,
-        run.optim,
-        loss_fn,
-        ArrayBatches({**train, **ref_train}, 32, seed=0),
         run,
+        supervised(loss_fn, ArrayBatches({**train, **ref_train}, 32, seed=0)),
         name="kto",
     )
     after = evaluate_samples(policy, held, ref_held)

@@ -21,6 +21,7 @@ from studio_align.training.accumulate import accumulated_grads
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig, make_optimizer, make_schedule
+from studio_align.training.supervised import supervised
 
 
 def _weighted_loss(model: MLP, batch: dict) -> tuple[jax.Array, dict]:
@@ -95,7 +96,7 @@ def test_train_loop_with_accumulation_matches_without(tmp_path: Path) -> None:
     for accum in (1, 4):
         model = MLP(16, 32, rngs=nnx.Rngs(0))
         cfg = _cfg(tmp_path / f"a{accum}", grad_accum=accum)
-        res = train_loop(model, cfg.optim, mse, ArrayBatches(data(64), 8), cfg)
+        res = train_loop(model, cfg, supervised(mse, ArrayBatches(data(64), 8)))
         assert res.compiles == 1  # one trace for six steps
         finals.append(nnx.state(model, nnx.Param))
     for a, b in zip(jax.tree.leaves(finals[0]), jax.tree.leaves(finals[1]), strict=True):
@@ -109,10 +110,8 @@ def test_loop_lowers_loss_writes_metrics_and_compiles_once(tmp_path: Path) -> No
     evals = []
     res = train_loop(
         model,
-        cfg.optim,
-        mse,
-        ArrayBatches(data(128), 8),
         cfg,
+        supervised(mse, ArrayBatches(data(128), 8)),
         eval_fn=lambda m: evals.append(1) or {"mse": float(mse(m, data(32, seed=1))[0])},
     )
     assert res.compiles == 1 and res.step == 40
@@ -130,12 +129,12 @@ def test_loop_lowers_loss_writes_metrics_and_compiles_once(tmp_path: Path) -> No
 def test_checkpoint_from_another_model_is_refused(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, steps=2)
     cfg.checkpoint.every = 1
-    train_loop(MLP(16, 32, rngs=nnx.Rngs(0)), cfg.optim, mse, ArrayBatches(data(64), 8), cfg)
+    train_loop(MLP(16, 32, rngs=nnx.Rngs(0)), cfg, supervised(mse, ArrayBatches(data(64), 8)))
     cfg.train.steps = 3
     from studio_align.errors import CheckpointError
 
     with pytest.raises(CheckpointError, match="does not match"):
-        train_loop(MLP(16, 48, rngs=nnx.Rngs(0)), cfg.optim, mse, ArrayBatches(data(64), 8), cfg)
+        train_loop(MLP(16, 48, rngs=nnx.Rngs(0)), cfg, supervised(mse, ArrayBatches(data(64), 8)))
 
 
 def test_schedules() -> None:
@@ -161,7 +160,7 @@ def test_every_optimizer_steps(name: str, tmp_path: Path) -> None:
     cfg.optim = OptimConfig(
         name=name, learning_rate=3e-3 if name == "lion" else 1e-2, weight_decay=0.01
     )
-    train_loop(model, cfg.optim, mse, ArrayBatches(data(64), 8), cfg)
+    train_loop(model, cfg, supervised(mse, ArrayBatches(data(64), 8)))
     assert float(mse(model, data(64))[0]) < before
 
 
@@ -185,7 +184,7 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, batch_size=8)
     cfg.mesh.data = 3
     with pytest.raises(ConfigError, match="data \\* fsdp"):
-        train_loop(MLP(16, 32, rngs=nnx.Rngs(0)), cfg.optim, mse, ArrayBatches(data(64), 8), cfg)
+        train_loop(MLP(16, 32, rngs=nnx.Rngs(0)), cfg, supervised(mse, ArrayBatches(data(64), 8)))
 
 
 def test_metrics_reach_plugins_and_progress_bar(tmp_path: Path) -> None:
@@ -208,10 +207,8 @@ def test_metrics_reach_plugins_and_progress_bar(tmp_path: Path) -> None:
     with using_host(host):
         train_loop(
             MLP(16, 32, rngs=nnx.Rngs(0)),
-            cfg.optim,
-            mse,
-            ArrayBatches(data(64), 8),
             cfg,
+            supervised(mse, ArrayBatches(data(64), 8)),
             name="hooked",
         )
     assert [(r, s) for r, s, _ in seen] == [("hooked", 2), ("hooked", 4)]
@@ -263,6 +260,6 @@ def test_diverged_run_stops_before_checkpointing_nan_weights(tmp_path: Path) -> 
         return batch
 
     with pytest.raises(TrainingError, match="step 6"):
-        train_loop(model, cfg.optim, mse, source, cfg)
+        train_loop(model, cfg, supervised(mse, source))
     saved = Checkpointer(tmp_path / "checkpoints", every=2, keep=10).all_steps()
     assert max(saved) == 4  # the checkpoint after the poisoned step was never written

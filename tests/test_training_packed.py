@@ -14,10 +14,10 @@ from studio_align.models.config import ModelConfig
 from studio_align.models.sharding import MeshConfig, make_mesh
 from studio_align.models.transformer import Transformer
 from studio_align.training.batches import ArrayBatches
-from studio_align.training.loop import place_batch
 from studio_align.training.packed import PackedBatches, pack_rows
 from studio_align.training.replay import PREFIX, replay_nll
 from studio_align.training.sft import sft_loss
+from studio_align.training.supervised import place_batch
 
 CFG = ModelConfig(
     vocab_size=64, d_model=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16,

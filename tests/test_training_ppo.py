@@ -16,6 +16,7 @@ from studio_align.training.grpo_config import plugin_reward_fn
 from studio_align.training.loop import train_loop
 from studio_align.training.policy import LMPolicy
 from studio_align.training.ppo import PPOConfig, PPOExperience, PPORunConfig, make_ppo_loss
+from studio_align.training.supervised import supervised
 from studio_align.training.value_head import ValueModel, trainable
 
 
@@ -34,7 +35,7 @@ def _run(tmp: Path, *, rollouts: int, seed: int = 0, shared: bool = True, **ppo:
     vm = ValueModel(model, pol.feature_dim(model), shared=shared, rngs=nnx.Rngs(0))
     prompts = [{"prompt": p} for p in toy.answer_prompts()]
     src = PPOExperience(pol, prompts, plugin_reward_fn([toy.answer_reward]), pc, ref_model=ref)
-    res = train_loop(vm, cfg.optim, make_ppo_loss(pol, pc), src, cfg.loop_config(),
+    res = train_loop(vm, cfg.loop_config(), supervised(make_ppo_loss(pol, pc), src),
                      wrt=trainable(nnx.Param), name="ppo")  # fmt: skip
     return res, src, vm
 

@@ -18,6 +18,7 @@ from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
 from studio_align.training.packing import pack_completions, pack_pairs
 from studio_align.training.replay import ReplayBatches, replay_records, with_replay
+from studio_align.training.supervised import supervised
 
 
 def _model(seed: int = 0) -> Transformer:
@@ -144,8 +145,6 @@ def test_replay_trains_beside_dpo(tmp_path) -> None:
         train=TrainConfig(steps=30, batch_size=8, log_every=10, progress=False, metrics_hook=False),
     )
     cfg.checkpoint.every = 0
-    res = train_loop(
-        model, OptimConfig(learning_rate=3e-3), make_dpo_loss(DPOConfig(replay_alpha=1.0)),
-        source, cfg,
-    )  # fmt: skip
+    cfg.optim = OptimConfig(learning_rate=3e-3)
+    res = train_loop(model, cfg, supervised(make_dpo_loss(DPOConfig(replay_alpha=1.0)), source))
     assert res.metrics["loss/replay_nll"] < first

@@ -17,6 +17,7 @@ from studio_align.models.transformer import Transformer
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.sft import encode_pairs, make_eval_fn, padded_length, sft_loss
+from studio_align.training.supervised import supervised
 
 V = 32
 PAD, EOS = 0, 1
@@ -106,10 +107,8 @@ def test_tiny_sft_run_lowers_the_loss(tmp_path: Path) -> None:
     before = eval_fn(model)
     res = train_loop(
         model,
-        cfg.optim,
-        sft_loss,
-        ArrayBatches(encode_pairs(train, max_len, PAD), 32),
         cfg,
+        supervised(sft_loss, ArrayBatches(encode_pairs(train, max_len, PAD), 32)),
         eval_fn=eval_fn,
         name="sft",
     )
@@ -241,7 +240,7 @@ def test_lora_training_updates_adapters_only(tmp_path: Path) -> None:
         },
     )
     arrays = encode_pairs(pairs, padded_length(pairs), PAD)
-    train_loop(model, cfg.optim, sft_loss, ArrayBatches(arrays, 16), cfg, wrt=nnx.LoRAParam)
+    train_loop(model, cfg, supervised(sft_loss, ArrayBatches(arrays, 16)), wrt=nnx.LoRAParam)
     for a, b in zip(
         jax.tree.leaves(base),
         jax.tree.leaves(nnx.state(model, nnx.Not(nnx.LoRAParam))),

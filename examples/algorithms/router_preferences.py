@@ -77,8 +77,8 @@ def main() -> None:
     grpo = train_grpo(
         validate(GRPORunConfig, {
             "run_dir": str(out / "grpo"), "model": start, "data": records,
-            "grpo": {"steps": args.grpo_steps, "prompts_per_step": 8, "group_size": 8,
-                     "beta": 0.04, "seed": args.seed},
+            "train": {"steps": args.grpo_steps, "seed": args.seed},
+            "grpo": {"prompts_per_step": 8, "group_size": 8, "beta": 0.04},
             "optim": {"learning_rate": 3e-4, "decay": "constant"},
         })
     )  # fmt: skip

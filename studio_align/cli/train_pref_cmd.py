@@ -17,8 +17,9 @@ from studio_align.training.grpo_run import GRPORunConfig, train_grpo
 from studio_align.training.kto import KTORunConfig, train_kto
 
 
-def _rounded(d: dict[str, float]) -> dict[str, float]:
-    return {k: round(float(v), 4) for k, v in d.items()}
+def _rounded(d: dict[str, Any]) -> dict[str, float]:
+    """The figures of `d`, rounded (a metrics record's `run` name and `time` left out)."""
+    return {k: round(float(v), 4) for k, v in d.items() if k not in ("run", "time")}
 
 
 def _preference_summary(res: Any, **extra: Any) -> dict[str, Any]:

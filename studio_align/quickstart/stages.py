@@ -114,11 +114,10 @@ def stage_grpo(
             "run_dir": out / "stages" / "grpo",
             "model": _start(start, data, cfg),
             "data": {"dir": data["compiled"]},
+            "train": {"steps": cfg.grpo_steps, "seed": cfg.seed},
             "grpo": {
-                "steps": cfg.grpo_steps,
                 "group_size": cfg.grpo_group,
                 "prompts_per_step": cfg.grpo_prompts,
-                "seed": cfg.seed,
                 "beta": cfg.grpo_beta,
             },
             "optim": {"learning_rate": cfg.grpo_lr, "decay": "constant"},

@@ -40,6 +40,7 @@ from studio_align.training.distributed import is_main_process
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.metrics import read_metrics
 from studio_align.training.optim import OptimConfig
+from studio_align.training.supervised import supervised
 
 
 @dataclass
@@ -176,13 +177,12 @@ def fit_preference(
         main = is_main_process()
         result = train_loop(
             model,
-            run_cfg.optim,
-            preference_loss(cfg, n_r > 0),
-            preference_batches(data, cfg, n_r, width),
             run_cfg,
+            supervised(preference_loss(cfg, n_r > 0), preference_batches(data, cfg, n_r, width)),
             name="reward",
         )
         # the whole run's curve, also when this call resumed (or found the run finished)
         # (metrics.jsonl is process 0's: the others report their own, identical, history)
-        records = read_metrics(run_cfg.run_dir) if run is not None and main else result.history
+        kept = run_cfg.run_dir if run is not None and main else None
+        records = read_metrics(kept) if kept is not None else result.history
     return [float(h["loss"]) for h in records if h.get("loss") is not None]

@@ -20,7 +20,8 @@ through the same calibration and abstention as the model's own plan.
 Design choices:
 - Bounded, and no source can crowd out another: at most `per_creator` exemplars per
   creator, at most `max_source_share * capacity` per source (a platform: see
-  docs/serving.md), `capacity` in all. Beyond a bound the oldest exemplar of the creator
+  docs/serving.md; exemplars without a source, a checkpoint's own, are not capped by
+  it), `capacity` in all. Beyond a bound the oldest exemplar of the creator
   (then of the source, then of the largest source) goes first.
 - The embedding is whatever an `Embedder` gives (the router's `<plan>` state today); the
   memory only needs rows of one width, so another encoder can replace it.
@@ -202,7 +203,7 @@ class ExemplarMemory:
         self._by_source.setdefault(source, deque()).append(i)
         if c and len(self._by_creator[c]) > self.cfg.per_creator:
             self._drop(self._by_creator[c][0])
-        if len(self._by_source[source]) > self.source_cap:
+        if source and len(self._by_source[source]) > self.source_cap:
             self._drop(self._by_source[source][0])
         if self._live > self.cfg.capacity:
             largest = max(self._by_source.values(), key=len)

@@ -48,6 +48,7 @@ class _Unreadable(Exception):
 class CheckpointConfig(Strict):
     """`[checkpoint]`: where, how often and how many checkpoints to keep."""
 
+    enabled: bool = True  # false: no checkpoints at all (the run cannot resume)
     dir: Path | None = None  # default: RUN_DIR/checkpoints
     every: int = Field(100, ge=0)  # 0: only the final step
     keep: int = Field(3, ge=1)

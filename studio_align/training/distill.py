@@ -52,6 +52,7 @@ from studio_align.training.run import (
     resolve_task,
     save_for_task,
 )
+from studio_align.training.supervised import supervised
 
 CACHE_FILE = "teacher_cache.npz"
 
@@ -237,7 +238,7 @@ def train_distill(
         seed=cfg.train.seed, on_policy_fraction=dc.on_policy_fraction,
     )  # fmt: skip
     before = task.evaluate(start, held_records) if held_records else {}
-    result = train_loop(start.model, cfg.optim, make_distill_loss(policy, dc), source, cfg,
+    result = train_loop(start.model, cfg, supervised(make_distill_loss(policy, dc), source),
                         wrt=start.wrt or nnx.Param, name="distill")  # fmt: skip
     after = task.evaluate(start, held_records) if held_records else {}
     metrics = {**result.metrics, **{f"eval/{k}": v for k, v in after.items()}}

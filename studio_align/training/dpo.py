@@ -52,6 +52,7 @@ from studio_align.training.run import (
     resolve_task,
     save_for_task,
 )
+from studio_align.training.supervised import supervised
 
 DPOLossType = Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"]
 REFERENCE_FREE = ("simpo", "orpo")
@@ -297,7 +298,7 @@ def train_dpo(
         groups=cfg.train.grad_accum,
     )  # fmt: skip
     result = train_loop(
-        start.model, cfg.optim, make_dpo_loss(cfg.dpo), batches, cfg,
+        start.model, cfg, supervised(make_dpo_loss(cfg.dpo), batches),
         eval_fn=eval_fn, wrt=start.wrt or nnx.Param, name="dpo",
     )  # fmt: skip
     metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}
@@ -325,7 +326,7 @@ def _train_objective(cfg: DPORunConfig, task: Any, start: StartingPoint) -> Pref
     run_dir = prepare_run_dir(cfg)
     before = eval_fn(start.model) if eval_fn is not None else {}
     result = train_loop(
-        start.model, cfg.optim, loss_fn, batches, cfg,
+        start.model, cfg, supervised(loss_fn, batches),
         eval_fn=eval_fn, wrt=start.wrt or nnx.Param, name="dpo",
     )  # fmt: skip
     metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}

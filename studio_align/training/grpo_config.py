@@ -1,20 +1,21 @@
-"""GRPO's configuration, the plugin reward adapter and what a run returns.
+"""GRPO's configuration, the plugin reward adapter and one step's experience.
 
 `GRPOConfig` is the `[grpo]` section (the estimator, clipping, KL, dynamic sampling and
-the overlapped-rollout option); `plugin_reward_fn` turns the plugin host's weighted
-rewards into the trainer's `reward_fn(records, rollout)`. The trainer is `grpo.py`.
+the overlapped-rollout option); how long a run is, its seed and how often it logs are the
+shared `[train]` section's, as for every trainer. `plugin_reward_fn` turns the plugin
+host's weighted rewards into the step's `reward_fn(records, rollout)`. The step is
+`grpo.py`, its rollouts `grpo_rollout.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from studio_align.config import Strict
 from studio_align.rewards import RewardCallConfig, as_rewards
@@ -23,11 +24,13 @@ from studio_align.training.policy import Rollout
 
 RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
 
+# keys `[grpo]` once had, now the shared `[train]` section's
+MOVED_TO_TRAIN = ("steps", "seed", "log_every")
+
 
 class GRPOConfig(Strict):
-    """`[grpo]`: the algorithm and its rollouts."""
+    """`[grpo]`: the algorithm and its rollouts (its steps, seed and logging: `[train]`)."""
 
-    steps: int = Field(default=100, ge=1)
     prompts_per_step: int = Field(default=8, ge=1)
     group_size: int = Field(default=8, ge=2)
     mu: int = Field(default=1, ge=1)  # optimisation passes per rollout
@@ -53,8 +56,6 @@ class GRPOConfig(Strict):
     overlong_buffer: int = Field(default=0, ge=0)  # tokens; 0 = only truncation is punished
     overlong_penalty: float = Field(default=0.0, ge=0)  # weight of the overlong penalty (0 = off)
     max_tokens: int | None = None  # length limit for the penalty (default: the policy's)
-    seed: int = 0
-    log_every: int = Field(default=1, ge=1)
     # overlapped rollout: step n+1's groups are sampled (and scored) in a thread while step
     # n's update runs, from parameters at most `max_staleness` updates old, corrected by
     # `async_correction`. Off by default: at the peer harness's dims it is 1.14x faster
@@ -66,6 +67,22 @@ class GRPOConfig(Strict):
     # parameters the step starts from, one extra forward pass; weight by the behaviour
     # ratio) or "clip" (the plain clipped ratio against the rollout's own log-probs)
     async_correction: Literal["decoupled", "clip"] = "decoupled"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        """An old config's `[grpo] steps` (or seed, log_every) gets one line saying where
+        it lives now, instead of an "unknown key"."""
+        if isinstance(data, Mapping):
+            for key in MOVED_TO_TRAIN:
+                if key in data:
+                    raise PydanticCustomError(
+                        "moved_key",
+                        "`{key}` moved to the shared [train] section: write train.{key} = "
+                        "{value!r} (as every trainer's run config does)",
+                        {"key": key, "value": data[key]},
+                    )
+        return data
 
 
 def plugin_reward_fn(
@@ -100,18 +117,7 @@ def plugin_reward_fn(
 
 
 @dataclass
-class GRPOResult:
-    steps: int
-    history: list[dict[str, float]] = field(default_factory=list)
-    seconds: float = 0.0
-    compiles: int = 0
-
-    def curve(self, key: str = "reward/total/mean") -> list[float]:
-        return [h[key] for h in self.history if key in h]
-
-
-@dataclass
-class _Experience:
+class Experience:
     """What one GRPO step trains on (device arrays) and the rollout's host metrics."""
 
     arrays: dict[str, Any]
@@ -119,13 +125,3 @@ class _Experience:
     metrics: dict[str, float]
     zero_std: Any  # device scalar: zero-variance fraction of the kept groups
     version: int  # updates applied to the parameters that sampled it
-
-
-def _to_host(m: Mapping[str, Any]) -> dict[str, float]:
-    host = jax.device_get(dict(m))
-    return {k: (int(v) if k == "step" else float(v)) for k, v in host.items()}
-
-
-@jax.jit
-def _mean_metrics(window: list[dict[str, jax.Array]]) -> dict[str, jax.Array]:
-    return jax.tree.map(lambda *xs: jnp.mean(jnp.stack(xs)), *window)

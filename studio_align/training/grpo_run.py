@@ -1,10 +1,16 @@
-"""The `train grpo` run: any task's prompts, its policy, plugin rewards, the shared trainer.
+"""The `train grpo` run: any task's prompts, its policy, plugin rewards, the shared loop.
 
 The task supplies the prompts (`Task.grpo_prompts`), the policy that samples and scores
 them (`Task.policy`) and batch-wide reward context (`Task.reward_context`); rewards are
 the plugin host's, chosen by name with weights in `[rewards]`.
 
 Design choices:
+- The run config extends `TrainRunConfig` like every trainer's: `[train] steps`, `seed`
+  and `log_every` (default 1: every step's rewards are worth a line), `[optim]`,
+  `[checkpoint]`, `[mesh]`, `[distributed]`; GRPO runs on `train_loop` with its
+  `GRPOStep`. A step's batch is `[grpo] prompts_per_step x group_size` completions, so
+  `[train] batch_size`, `grad_accum` and `epochs` other than their defaults are refused
+  rather than ignored.
 - Held-out rewards are sampled with their own key (derived from the seed), never from the
   trainer's RNG stream, so evaluating before and after training does not change what a
   resumed run samples: a killed and resumed run is bitwise equal to an uninterrupted one.
@@ -12,7 +18,7 @@ Design choices:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,18 +26,19 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from studio_align.config import Strict
 from studio_align.errors import ConfigError
-from studio_align.models.sharding import MeshConfig
 from studio_align.plugins import get_host
 from studio_align.rewards import Reward, RewardCallConfig
 from studio_align.tasks import StartingPoint
 from studio_align.training.checkpoint import CheckpointConfig
-from studio_align.training.distributed import DistributedConfig, maybe_initialize
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
+from studio_align.training.distributed import maybe_initialize
+from studio_align.training.grpo import GRPOConfig, GRPOStep, RewardFn, plugin_reward_fn
+from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
+from studio_align.training.policy import Policy
 from studio_align.training.run import (
     ModelSection,
     RecordsSection,
@@ -54,11 +61,19 @@ class SamplingSection(Strict):
     slots: int = Field(default=0, ge=0)
 
 
-class GRPORunConfig(Strict):
+class GRPOTrainConfig(TrainConfig):
+    """`[train]` with GRPO's defaults: 100 steps, every step logged (its rewards)."""
+
+    steps: int | None = Field(100, ge=1, le=10**9)
+    log_every: int = Field(1, ge=1)
+
+
+class GRPORunConfig(TrainRunConfig):
     """The run config of `studio-align train grpo` (any task with a policy; plugin rewards)."""
 
     task: str = "router"
-    run_dir: Path = Path("runs/grpo")
+    run_dir: Path | None = Path("runs/grpo")
+    train: GRPOTrainConfig = Field(default_factory=GRPOTrainConfig)
     model: ModelSection = Field(default_factory=ModelSection)
     data: RecordsSection = Field(default_factory=RecordsSection)
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
@@ -68,16 +83,25 @@ class GRPORunConfig(Strict):
         )
     )
     sampling: SamplingSection = Field(default_factory=SamplingSection)
-    mesh: MeshConfig = Field(default_factory=lambda: MeshConfig.model_validate({}))
     checkpoint: CheckpointConfig = Field(
         default_factory=lambda: CheckpointConfig.model_validate({"every": 10})
     )
-    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     # plugin reward name -> weight; every reward named here must be registered
     rewards: dict[str, float] = Field(
         default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
     )
     reward_call: RewardCallConfig = Field(default_factory=RewardCallConfig)
+
+    @model_validator(mode="after")
+    def _batch_is_grpos(self) -> GRPORunConfig:
+        default = TrainConfig()
+        for key in ("batch_size", "grad_accum", "epochs"):
+            if getattr(self.train, key) != getattr(default, key):  # a dumped default is fine
+                raise ValueError(
+                    f"train.{key} does not apply to GRPO: a step is grpo.prompts_per_step x "
+                    "grpo.group_size completions, and train.steps says how many"
+                )
+        return self
 
 
 @dataclass
@@ -91,15 +115,21 @@ class GRPORunResult:
 
 
 def heldout_reward(
-    trainer: GRPOTrainer, records: Sequence[Any], *, group_size: int = 1, key: jax.Array
+    policy: Policy,
+    reward_fn: RewardFn,
+    model: nnx.Module,
+    records: Sequence[Mapping[str, Any]],
+    *,
+    group_size: int = 1,
+    key: jax.Array,
 ) -> dict[str, float]:
-    """Mean rewards of fresh samples for held-out prompts under the current policy."""
+    """Mean rewards of fresh samples from `model` for held-out prompts."""
     if not records:
         return {}
     inputs = [r["prompt"] for r in records]
-    rollout = trainer.policy.sample(trainer._current_model(), inputs, group_size, key)
+    rollout = policy.sample(model, inputs, group_size, key)
     per_sample = [r for r in records for _ in range(group_size)]
-    total, metrics = trainer.reward_fn(per_sample, rollout)
+    total, metrics = reward_fn(per_sample, rollout)
     out = {k: v for k, v in metrics.items() if k.endswith("/mean")}
     out["reward/total/mean"] = float(np.mean(total))
     return out
@@ -122,7 +152,8 @@ def train_grpo(
     task = resolve_task(task or cfg.task, "grpo")
     host = host or get_host()
     rewards = run_rewards(cfg, host)
-    start = start or task.start(cfg.model, seed=cfg.grpo.seed, reference=cfg.grpo.beta > 0)
+    seed = cfg.train.seed
+    start = start or task.start(cfg.model, seed=seed, reference=cfg.grpo.beta > 0)
     train = task.grpo_prompts(start, read_split(task, cfg.data, "grpo", "train"))
     held = task.grpo_prompts(start, read_split(task, cfg.data, "grpo", "heldout"))
     if not train:
@@ -134,18 +165,13 @@ def train_grpo(
         rewards, cfg.rewards, context=task.reward_context(start), call=cfg.reward_call
     )
     run_dir = prepare_run_dir(cfg)
-    trainer = GRPOTrainer(
-        policy, start.model, train, reward_fn, cfg.grpo, cfg.optim,
-        ref_model=start.reference if cfg.grpo.beta > 0 else None,
-        run_dir=run_dir, wrt=start.wrt or nnx.Param, fire_hook=True, mesh=cfg.mesh,
-        checkpoint=cfg.checkpoint,
-    )  # fmt: skip
-    key = jax.random.fold_in(jax.random.key(cfg.grpo.seed), HELDOUT_STREAM)
-    before = heldout_reward(trainer, held, key=key)
-    result = trainer.train()
-    after = heldout_reward(trainer, held, key=key)
-    last = result.history[-1] if result.history else {}
-    metrics = {**last, **{f"eval/{k}": v for k, v in after.items()}}
+    step = GRPOStep(policy, train, reward_fn, cfg.grpo,
+                    ref_model=start.reference if cfg.grpo.beta > 0 else None)  # fmt: skip
+    key = jax.random.fold_in(jax.random.key(seed), HELDOUT_STREAM)
+    before = heldout_reward(policy, reward_fn, start.model, held, key=key)
+    result = train_loop(start.model, cfg, step, wrt=start.wrt or nnx.Param, name="grpo")
+    after = heldout_reward(policy, reward_fn, start.model, held, key=key)
+    metrics = {"step": result.step, **result.metrics, **{f"eval/{k}": v for k, v in after.items()}}
     path = save_for_task(task, start, run_dir, trained_by="grpo", metrics=metrics)
     return GRPORunResult(
         history=result.history,

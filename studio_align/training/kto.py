@@ -44,6 +44,7 @@ from studio_align.training.run import (
     resolve_task,
     save_for_task,
 )
+from studio_align.training.supervised import supervised
 
 
 class KTOConfig(Strict):
@@ -227,7 +228,7 @@ def train_kto(
         before = eval_fn(start.model)
     batches = ArrayBatches({**train, **ref}, cfg.train.batch_size, seed=cfg.train.seed)
     result = train_loop(
-        start.model, cfg.optim, make_kto_loss(cfg.kto, desirable_weight=wd), batches, cfg,
+        start.model, cfg, supervised(make_kto_loss(cfg.kto, desirable_weight=wd), batches),
         eval_fn=eval_fn, wrt=start.wrt or nnx.Param, name="kto",
     )  # fmt: skip
     metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}

@@ -56,6 +56,7 @@ from studio_align.training.run import (
     resolve_task,
     save_for_task,
 )
+from studio_align.training.supervised import supervised
 from studio_align.training.value_head import ValueModel, trainable, values_and_logps
 
 HELDOUT_STREAM = 7  # fold_in constant of the held-out sampling key
@@ -306,7 +307,7 @@ def train_ppo(
     source = PPOExperience(policy, train, reward_fn, pc, ref_model=ref)
     key = jax.random.fold_in(jax.random.key(pc.seed), HELDOUT_STREAM)
     before = heldout_reward(policy, start.model, held, reward_fn, key)
-    result = train_loop(vm, cfg.optim, make_ppo_loss(policy, pc), source, cfg.loop_config(),
+    result = train_loop(vm, cfg.loop_config(), supervised(make_ppo_loss(policy, pc), source),
                         wrt=trainable(start.wrt or nnx.Param), name="ppo")  # fmt: skip
     after = heldout_reward(policy, start.model, held, reward_fn, key)
     metrics = {**result.metrics, **{f"eval/{k}": v for k, v in after.items()}}

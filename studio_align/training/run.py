@@ -93,6 +93,8 @@ def read_split(task: Any, section: RecordsSection, algorithm: str, split: str) -
 
 def prepare_run_dir(cfg: Any) -> Path:
     """Create `cfg.run_dir` and record the resolved config there (main process only)."""
+    if cfg.run_dir is None:
+        raise ConfigError("run_dir: this run writes a model and needs a directory")
     run_dir = Path(cfg.run_dir)
     if not str(cfg.run_dir).strip() or run_dir.resolve() == Path.cwd().resolve():
         raise ConfigError("run_dir: empty or the working directory; name a folder for the run")

@@ -46,6 +46,7 @@ from studio_align.training.run import (
     resolve_task,
     save_for_task,
 )
+from studio_align.training.supervised import supervised
 
 
 class SFTRecords(RecordsSection):
@@ -206,7 +207,7 @@ def train_sft(
     before = eval_fn(start.model) if eval_fn is not None else {}
     run_dir = prepare_run_dir(cfg)
     result = train_loop(
-        start.model, cfg.optim, sft_loss, batches, cfg, eval_fn=eval_fn,
+        start.model, cfg, supervised(sft_loss, batches), eval_fn=eval_fn,
         wrt=start.wrt or nnx.Param, name="sft",
     )  # fmt: skip
     metrics = {**result.metrics, **{f"eval/{k}": v for k, v in result.eval_metrics.items()}}

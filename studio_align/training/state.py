@@ -1,8 +1,7 @@
 """One train state for every trainer: split, shard, optimise, checkpoint, resume.
 
-SFT, DPO, KTO and the reward model go through `train_loop`; GRPO through `GRPOTrainer`.
-Both build their state here, so placement, the donated jitted update and what `resume`
-means are written once.
+`train_loop` builds it once for every trainer (SFT, DPO, KTO, the reward model, GRPO),
+so placement, the donated jitted update and what `resume` means are written once.
 
 Design choices:
 - The model is split once into `(graphdef, params, rest)`: `params` are the trainable
@@ -86,11 +85,13 @@ class TrainState:
     def replicated(self) -> NamedSharding:
         return NamedSharding(self.mesh, PartitionSpec())
 
-    def jit_update(self, fn: Callable[..., tuple]) -> Callable[..., tuple]:
-        """`fn(params, rest, opt_state, batch)` jitted with the states donated."""
-        return jax.jit(
-            fn, donate_argnums=(0, 1, 2), out_shardings=(*self.shardings, self.replicated)
-        )
+    def jit_update(
+        self, fn: Callable[..., tuple], *, donate: tuple[int, ...] = (0, 1, 2)
+    ) -> Callable[..., tuple]:
+        """`fn(params, rest, opt_state, batch) -> (params, rest, opt_state, metrics)`
+        jitted with the states donated (`donate`: a sampler still reading the parameters
+        keeps them, donating the optimizer state only)."""
+        return jax.jit(fn, donate_argnums=donate, out_shardings=(*self.shardings, self.replicated))
 
     def trees(self) -> dict[str, Any]:
         return {"params": self.params, "rest": self.rest, "opt_state": self.opt_state}

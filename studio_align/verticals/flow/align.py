@@ -4,7 +4,7 @@ through the shared train loop.
 - `flow_grpo`: `FlowPolicy` rollouts (SDE, `sde_steps` steps, `noise_level`), plugin
   rewards with config weights (`aesthetic` with the reward model trained by `train
   reward` on the creators' selections, `clip_critic`, `flow_diversity`, any third-party
-  reward), `training.grpo.GRPOTrainer` with its KL-to-reference, estimators and DAPO
+  reward), `training.grpo.GRPOStep` on the shared `train_loop`, with its KL-to-reference, estimators and DAPO
   clip-higher. Nothing GRPO-specific lives here.
 - `flow_dpo`: chosen/rejected image pairs (a selection's pick over each unpicked
   candidate) with their condition; each step noises both images of a pair with the same
@@ -29,9 +29,11 @@ from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.generation.flow_sampler import SDEConfig
 from studio_align.rewards import RewardCallConfig
-from studio_align.training.grpo import GRPOConfig, GRPOTrainer, plugin_reward_fn
-from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
+from studio_align.training.checkpoint import CheckpointConfig
+from studio_align.training.grpo import GRPOConfig, GRPOStep, plugin_reward_fn
+from studio_align.training.loop import TrainConfig, TrainResult, TrainRunConfig, train_loop
 from studio_align.training.optim import OptimConfig
+from studio_align.training.supervised import supervised
 from studio_align.verticals.flow.policy import FlowPolicy
 
 
@@ -61,13 +63,22 @@ class FlowGRPOConfig(Strict):
     def grpo(self) -> GRPOConfig:
         return GRPOConfig.model_validate(
             {
-                "steps": self.steps, "prompts_per_step": self.prompts_per_step,
+                "prompts_per_step": self.prompts_per_step,
                 "group_size": self.group_size, "mu": self.mu, "minibatches": self.minibatches,
                 "estimator": self.estimator, "epsilon": self.epsilon,
                 "epsilon_high": self.epsilon_high, "beta": self.beta,
                 "aggregation": "sequence-mean-token-mean", "dynamic_sampling": False,
-                "seed": self.seed,
             }
+        )  # fmt: skip
+
+    def run(self, run_dir: str | Path | None) -> TrainRunConfig:
+        """The shared loop's settings: steps, seed, a log line per step, no checkpoints."""
+        return TrainRunConfig(
+            run_dir=None if run_dir is None else Path(run_dir),
+            train=TrainConfig(steps=self.steps, seed=self.seed, log_every=1, progress=False,
+                              metrics_hook=False),
+            optim=self.optim(),
+            checkpoint=CheckpointConfig(enabled=False),
         )  # fmt: skip
 
     def sde(self) -> SDEConfig:
@@ -99,27 +110,32 @@ def flow_grpo(
         )
     use = {k: rewards[k] for k in cfg.weights}
     records = [{"prompt": i, "creators": creator} for i in range(len(verticals))]
-    trainer = GRPOTrainer(
+    step = GRPOStep(
         FlowPolicy(verticals, tags, cfg.sde()),
-        model,
         records,
         plugin_reward_fn(use, cfg.weights, context=dict(context or {}), call=cfg.reward_call),
         cfg.grpo(),
-        cfg.optim(),
         ref_model=reference if cfg.beta > 0 else None,
-        run_dir=run_dir,
     )
-    if stop is None:
-        return trainer.train().history  # the trainer writes the weights back into `model`
-    history: list[dict[str, float]] = []
+    if stop is None:  # the loop writes the weights back into `model`
+        return train_loop(model, cfg.run(run_dir), step, name="grpo").history
     kept = jax.tree.map(jnp.array, nnx.state(model))
-    for upto in range(check_every, cfg.steps + check_every, check_every):
-        history += trainer.train(min(upto, cfg.steps)).history
-        if stop(model):
-            nnx.update(model, kept)
-            history[-1] = {**history[-1], "early_stop_kept": float(upto - check_every)}
-            break
-        kept = jax.tree.map(jnp.array, nnx.state(model))
+    stopped_at: int | None = None
+
+    def check(s: int, current: nnx.Module) -> bool:
+        nonlocal kept, stopped_at
+        if s % check_every and s != cfg.steps:
+            return False
+        if stop(current):
+            stopped_at = -(-s // check_every) * check_every
+            return True
+        kept = jax.tree.map(jnp.array, nnx.state(current))
+        return False
+
+    history = train_loop(model, cfg.run(run_dir), step, name="grpo", stop=check).history
+    if stopped_at is not None:
+        nnx.update(model, kept)
+        history[-1] = {**history[-1], "early_stop_kept": float(stopped_at - check_every)}
     return history
 
 
@@ -203,12 +219,10 @@ def flow_dpo(
                 "progress": False,
                 "metrics_hook": False,
             },
+            "optim": {"name": "adam", "learning_rate": cfg.learning_rate, "decay": "constant"},
             "checkpoint": {"every": 0, "keep": 1, "resume": False},
         }
     )
-    optim = OptimConfig.model_validate(
-        {"name": "adam", "learning_rate": cfg.learning_rate, "decay": "constant"}
-    )
     batches = DPOBatches(pairs, cfg.batch_size, cfg.seed)
     loss_fn = make_dpo_loss(reference, beta=cfg.beta)
-    return train_loop(model, optim, loss_fn, batches, run, name="flow_dpo")
+    return train_loop(model, run, supervised(loss_fn, batches), name="flow_dpo")

@@ -5,7 +5,7 @@ Flow-GRPO's MDP: a state is `(x_t, t, condition)`, an action is the next SDE sam
 A rollout of K SDE steps is a "completion" of K "tokens": `sample` returns the per-step
 log-probs `[N, K]` from the sampler, and `logps` recomputes them differentiably from the
 stored trajectory with one forward pass over all `N*K` states. The shared
-`training.grpo.GRPOTrainer` then applies the group-relative advantages, the clipped ratio
+`training.grpo.GRPOStep` then applies the group-relative advantages, the clipped ratio
 (DAPO clip-higher as an option) and the KL penalty to the reference unchanged; with a
 fixed per-step std the k3 KL of the per-pixel-mean log-probs is Flow-GRPO's
 `||mean_theta - mean_ref||^2 / (2 std^2)` up to the pixel average.

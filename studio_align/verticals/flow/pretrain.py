@@ -31,6 +31,7 @@ from studio_align.models.flow import FlowConfig, FlowDiT, param_count
 from studio_align.models.flow_unet import FlowUNet, UNetConfig
 from studio_align.training.distributed import is_main_process, maybe_initialize, replicated
 from studio_align.training.loop import TrainRunConfig, train_loop
+from studio_align.training.supervised import supervised
 from studio_align.verticals.flow.checkpoint import save_flow
 from studio_align.verticals.flow.data import encode, make_dataset, to_model_space
 
@@ -152,7 +153,7 @@ def pretrain_flow(cfg: FlowPretrainConfig, *, model: Any = None) -> dict[str, An
         images, verts, tags, batch_size=cfg.train.batch_size, p_drop=cfg.cond_dropout,
         seed=cfg.train.seed,
     )  # fmt: skip
-    result = train_loop(model, cfg.optim, flow_matching_loss, batches, cfg, name="flow")
+    result = train_loop(model, cfg, supervised(flow_matching_loss, batches), name="flow")
     seconds = time.perf_counter() - t0
     meta = {
         "trained_by": "train flow",

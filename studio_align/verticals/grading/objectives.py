@@ -12,7 +12,7 @@
 
 All are pure `(loss, metrics)` functions of a model and a batch of arrays, so the one
 jitted step of `training.loop.train_loop` (checkpoints, exact resume, metrics hook,
-progress) trains them, and GRPO runs through `training.grpo.GRPOTrainer`: no second
+progress) trains them, and GRPO runs through `training.grpo.GRPOStep` on it: no second
 copy of either.
 """
 

@@ -1,7 +1,7 @@
 """The grading policy's rollouts, for the very GRPO trainer the router uses.
 
 `GradingRolloutPolicy` implements `studio_align.training.policy.Policy` for the
-continuous grading policy, so `studio_align.training.grpo.GRPOTrainer` (group
+continuous grading policy, so `studio_align.training.grpo.GRPOStep` (group
 rollouts, `algorithms.grpo.grpo_advantages`, the clipped `grpo_loss` with clip-higher
 and a KL penalty to the behaviour-cloned reference, several updates per rollout) runs it
 unchanged. The P grading parameters of one grade play the role of a completion's P

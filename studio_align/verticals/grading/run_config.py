@@ -79,7 +79,8 @@ class BCSection(Strict):
 
 
 class GRPOSection(Strict):
-    """Maps onto `training.grpo.GRPOConfig` (the shared trainer's own config)."""
+    """Maps onto `training.grpo.GRPOConfig` (the shared GRPO step's own config); `steps`
+    onto the loop's `train.steps`."""
 
     steps: int = Field(60, ge=0)
     prompts_per_step: int = Field(16, ge=1)
@@ -92,9 +93,8 @@ class GRPOSection(Strict):
     kl: Literal["k1", "k2", "k3"] = "k3"
     estimator: Literal["grpo", "dr_grpo", "rloo"] = "grpo"
 
-    def grpo(self, seed: int) -> GRPOConfig:
+    def grpo(self) -> GRPOConfig:
         return GRPOConfig(
-            steps=max(1, self.steps),
             prompts_per_step=self.prompts_per_step,
             group_size=self.group_size,
             mu=self.mu,
@@ -105,7 +105,6 @@ class GRPOSection(Strict):
             kl=self.kl,
             aggregation="sequence-mean-token-mean",
             dynamic_sampling=False,  # continuous rewards: groups practically never tie
-            seed=seed,
         )
 
     def optim(self) -> OptimConfig:

@@ -11,7 +11,7 @@ Stages, each in its own sub-directory of `run_dir`, each resumable:
    by Bradley-Terry, ratings by the pointwise KTO-style term). Reused on resume.
 3. **behaviour cloning** of retouch `after` grades through `training.loop.train_loop`
    (`bc/`: orbax checkpoints, exact resume, metrics hook, progress bar).
-4. **tuning** from the cloned policy: `grpo` through `training.grpo.GRPOTrainer` with
+4. **tuning** from the cloned policy: `grpo` through `training.grpo.GRPOStep` with
    the plugin rewards (`aesthetic` under the reward model, `identity` against
    over-editing, weights from `[reward]`), KL to the cloned policy; or `dpo` through
    `train_loop` on grade pairs. Checkpoints in `grpo/` or `dpo/`.
@@ -37,8 +37,10 @@ from studio_align.reward_models.scorer import AestheticScorer
 from studio_align.reward_models.train import EncoderConfig, RewardTrainConfig, train_reward
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.distributed import maybe_initialize
-from studio_align.training.grpo import GRPOTrainer, plugin_reward_fn
+from studio_align.training.grpo import GRPOStep, plugin_reward_fn
 from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
+from studio_align.training.optim import OptimConfig
+from studio_align.training.supervised import supervised
 from studio_align.verticals.grading.color import mean_delta_e
 from studio_align.verticals.grading.dataset import (
     Thumbs,
@@ -59,10 +61,14 @@ from studio_align.verticals.grading.renderer import render
 from studio_align.verticals.grading.run_config import GradingRunConfig
 
 
-def _loop_cfg(cfg: GradingRunConfig, stage: str, steps: int, batch_size: int) -> TrainRunConfig:
+def _loop_cfg(
+    cfg: GradingRunConfig, stage: str, steps: int, optim: OptimConfig, *, batch_size: int = 16,
+    log_every: int = 10,
+) -> TrainRunConfig:  # fmt: skip
     return TrainRunConfig(
         run_dir=cfg.run_dir / stage,
-        train=TrainConfig(steps=steps, batch_size=batch_size, seed=cfg.seed, log_every=10),
+        train=TrainConfig(steps=steps, batch_size=batch_size, seed=cfg.seed, log_every=log_every),
+        optim=optim,
         checkpoint=cfg.checkpoint,
         mesh=cfg.mesh,
         distributed=cfg.distributed,
@@ -181,10 +187,8 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
         bc_source = ArrayBatches(bc, bs, seed=cfg.seed)
         res = train_loop(
             model.policy,
-            cfg.bc.optim(),
-            bc_loss,  # type: ignore[arg-type]  # a loss of the GradingPolicy subclass
-            bc_source,
-            _loop_cfg(cfg, "bc", cfg.bc.steps, bs),
+            _loop_cfg(cfg, "bc", cfg.bc.steps, cfg.bc.optim(), batch_size=bs),
+            supervised(bc_loss, bc_source),  # type: ignore[arg-type]  # a GradingPolicy loss
             name="bc",
         )
         stages["bc"] = {"examples": len(bc["actions"]), "steps": res.step, **res.metrics}
@@ -202,10 +206,8 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
         dpo_source = ArrayBatches(d, bs, seed=cfg.seed)
         res = train_loop(
             model.policy,
-            cfg.dpo.optim(),
-            loss,
-            dpo_source,
-            _loop_cfg(cfg, "dpo", cfg.dpo.steps, bs),
+            _loop_cfg(cfg, "dpo", cfg.dpo.steps, cfg.dpo.optim(), batch_size=bs),
+            supervised(loss, dpo_source),
             name="dpo",
         )
         stages["dpo"] = {"pairs": len(d["chosen"]), "steps": res.step, **res.metrics}
@@ -271,9 +273,8 @@ def _grpo(
         for i in range(len(rows))
     ]
     g = cfg.grpo
-    trainer = GRPOTrainer(
+    step = GRPOStep(
         ConditionedRolloutPolicy(sources, th.feats[rows], cond),
-        model.policy,
         records,
         plugin_reward_fn(
             {k: host.rewards[k] for k in weights},
@@ -281,21 +282,17 @@ def _grpo(
             context={"aesthetic_model": scorer},
             call=cfg.reward_call,
         ),
-        g.grpo(cfg.seed),
-        g.optim(),
+        g.grpo(),
         ref_model=reference if g.beta > 0 else None,
-        run_dir=cfg.run_dir / "grpo",
-        fire_hook=True,
-        checkpoint=cfg.checkpoint,
-        mesh=cfg.mesh,
     )
-    result = trainer.train()  # its own progress bar / heartbeat lines
+    run = _loop_cfg(cfg, "grpo", max(1, g.steps), g.optim(), log_every=1)
+    result = train_loop(model.policy, run, step, name="grpo")  # its progress / heartbeat lines
     hist = result.history
     first = [h["reward/total/mean"] for h in hist[:5]]
     last = [h["reward/total/mean"] for h in hist[-5:]]
     return {
         "prompts": len(records),
-        "steps": trainer.step_count,
+        "steps": result.step,
         "reward_first": float(np.mean(first)) if first else None,
         "reward_last": float(np.mean(last)) if last else None,
         "compiles": result.compiles,
