@@ -17,7 +17,7 @@ the encoder as one sentence. Each position of that run gets, added to its (pad-i
 decoder embedding, a projection of the encoder's per-piece features *and* of the
 sentence vector: the decoder attends over pretrained features of every piece and sees
 the pretrained meaning of the whole request at each of them (a prefix of width T rather
-than one vector, measured against a one-vector prefix in docs/router.md). Positions
+than one vector; the two are not yet compared by measurement). Positions
 outside the run get nothing added, so the same token gets the same input in the
 full-sequence path and in a cached decode step, and the two paths agree exactly.
 
