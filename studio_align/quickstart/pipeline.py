@@ -85,7 +85,7 @@ def run_stage(
     t = time.perf_counter()
     try:
         with heartbeat(name, "calibrating and evaluating"):  # a line at least every 20 s
-            calibrate_stage(ckpt, cfg, data)
+            calibrate_stage(ckpt, cfg, data, sft if name != "sft" else None)
             res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
     except Exception as e:  # the checkpoint stays; say why there are no figures
         res.status = "eval failed"
