@@ -254,10 +254,13 @@ def test_core_commands_and_product_commands(runner):
 
 
 def test_help_imports_no_jax():
+    """`--help`, `plugins list` and every `config show` form import no JAX (nor torch)."""
     code = (
         "import sys\n"
         "from studio_align.cli import main\n"
-        "for args in (['--help'], ['plugins', 'list'], ['train', '--help']):\n"
+        "from studio_align.cli.config_cmd import RUN_CONFIGS\n"
+        "shows = [['config', 'show', k, *j] for k in sorted(RUN_CONFIGS) for j in ([], ['--json'])]\n"
+        "for args in (['--help'], ['plugins', 'list'], ['train', '--help'], *shows):\n"
         "    try:\n"
         "        main(args)\n"
         "    except SystemExit as e:\n"

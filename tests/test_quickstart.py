@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from studio_align.quickstart import QuickstartConfig, run_quickstart
+from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart.pipeline import run_quickstart
 from studio_align.router.router import Router
 
 TINY = QuickstartConfig(

@@ -24,14 +24,14 @@ from studio_align.config import commented_toml, describe_keys, toml_value
 
 # train subcommand -> (module, run-config class)
 RUN_CONFIGS: dict[str, tuple[str, str]] = {
-    "sft": ("studio_align.training.sft", "SFTConfig"),
-    "dpo": ("studio_align.training.dpo", "DPORunConfig"),
-    "kto": ("studio_align.training.kto", "KTORunConfig"),
-    "grpo": ("studio_align.training.grpo_run", "GRPORunConfig"),
-    "ppo": ("studio_align.training.ppo", "PPORunConfig"),
-    "distill": ("studio_align.training.distill", "DistillRunConfig"),
-    "reward": ("studio_align.reward_models.train", "RewardTrainConfig"),
-    "router": ("studio_align.quickstart.from_logs", "FromLogsConfig"),
+    "sft": ("studio_align.training.sft_config", "SFTConfig"),
+    "dpo": ("studio_align.training.dpo_config", "DPORunConfig"),
+    "kto": ("studio_align.training.kto_config", "KTORunConfig"),
+    "grpo": ("studio_align.training.grpo_run_config", "GRPORunConfig"),
+    "ppo": ("studio_align.training.ppo_config", "PPORunConfig"),
+    "distill": ("studio_align.training.distill_config", "DistillRunConfig"),
+    "reward": ("studio_align.reward_models.config", "RewardTrainConfig"),
+    "router": ("studio_align.quickstart.config", "FromLogsConfig"),
 }
 
 

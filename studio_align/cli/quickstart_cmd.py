@@ -9,7 +9,8 @@ import click
 
 from studio_align.cli import main
 from studio_align.config import apply_overrides, validate
-from studio_align.quickstart import QuickstartConfig, run_quickstart
+from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart.pipeline import run_quickstart
 
 
 @main.command("quickstart")

@@ -28,10 +28,9 @@ import numpy as np
 import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from pydantic import Field
 
-from studio_align.config import Strict
 from studio_align.errors import ConfigError
+from studio_align.models.mesh_config import MeshConfig as MeshConfig
 
 DATA, FSDP, MODEL = "data", "fsdp", "model"
 BATCH_AXES = (DATA, FSDP)
@@ -50,15 +49,6 @@ LOGICAL_RULES: Mapping[str, str | tuple[str, ...] | None] = {
     "lora_rank": None,
     "layers": None,
 }
-
-
-class MeshConfig(Strict):
-    """`[mesh]`: how devices are arranged. `data = -1` takes every device fsdp and model leave."""
-
-    data: int = Field(-1, ge=-1)
-    fsdp: int = Field(1, ge=1)
-    model: int = Field(1, ge=1)  # tensor parallelism: keep it within a host's fast links
-    min_shard_size: int = Field(4096, ge=0)  # tensors smaller than this stay replicated
 
 
 def make_mesh(cfg: MeshConfig, devices: Sequence[jax.Device] | None = None) -> Mesh:

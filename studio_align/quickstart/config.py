@@ -92,6 +92,23 @@ class QuickstartConfig(RouterSettings):
     flow_grpo_steps: int = Field(20, ge=1)
 
 
+class FromLogsConfig(RouterSettings):
+    """The settings of `train router --logs`: the quickstart's router settings, then the inputs.
+
+    Flat, so `--set sft_steps=200` means what it means for `quickstart`.
+    """
+
+    logs: list[Path] = Field(min_length=1)  # event logs: *.jsonl files or directories
+    examples: list[Path] = Field(default_factory=list)  # extra labelled {"request", "plan"} files
+    log_examples: bool = True  # also SFT on the logs' own labels (accepted / final plans)
+    val: list[Path] = Field(default_factory=list)  # validation examples; none: a tenth set aside
+    eval: dict[str, Path] = Field(default_factory=dict)  # extra evaluation sets, name = file
+    base: Path | None = None  # a Hugging Face Gemma 3 directory to start from
+    init_from: Path | None = None  # a router checkpoint to start from
+    heldout_fraction: float = Field(0.2, ge=0.0, lt=1.0)  # of (creator, session) groups
+    check_images: bool = True  # logged image paths must exist (as `data compile`)
+
+
 @dataclass
 class StageResult:
     stage: str

@@ -35,15 +35,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from studio_align.catalog import Catalog
 from studio_align.config import dump_toml
 from studio_align.data.compile import compile_logs
 from studio_align.data.paths import expand_log_paths
 from studio_align.errors import ConfigError, DataError
 from studio_align.plugins import get_host
-from studio_align.quickstart.config import PipelineResult, RouterSettings, StageResult
+from studio_align.quickstart.config import FromLogsConfig as FromLogsConfig
+from studio_align.quickstart.config import PipelineResult, StageResult
 from studio_align.quickstart.pipeline import finish_run, run_stage
 from studio_align.quickstart.report import Log, write_pipeline_report
 from studio_align.quickstart.stages import stage_plan
@@ -56,23 +55,6 @@ from studio_align.training.progress import heartbeat
 _NEEDS = {"sft": "routing_examples", "dpo": "route_dpo_pairs", "kto": "kto_samples",
           "grpo": "routing_examples"}  # fmt: skip
 MAX_VAL = 200
-
-
-class FromLogsConfig(RouterSettings):
-    """The settings of `train router --logs`: the quickstart's router settings, then the inputs.
-
-    Flat, so `--set sft_steps=200` means what it means for `quickstart`.
-    """
-
-    logs: list[Path] = Field(min_length=1)  # event logs: *.jsonl files or directories
-    examples: list[Path] = Field(default_factory=list)  # extra labelled {"request", "plan"} files
-    log_examples: bool = True  # also SFT on the logs' own labels (accepted / final plans)
-    val: list[Path] = Field(default_factory=list)  # validation examples; none: a tenth set aside
-    eval: dict[str, Path] = Field(default_factory=dict)  # extra evaluation sets, name = file
-    base: Path | None = None  # a Hugging Face Gemma 3 directory to start from
-    init_from: Path | None = None  # a router checkpoint to start from
-    heldout_fraction: float = Field(0.2, ge=0.0, lt=1.0)  # of (creator, session) groups
-    check_images: bool = True  # logged image paths must exist (as `data compile`)
 
 
 def absolute(cfg: FromLogsConfig) -> FromLogsConfig:

@@ -33,27 +33,15 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from pydantic import Field
 
-from studio_align.config import Strict
 from studio_align.errors import CheckpointError
+from studio_align.training.run_config import CheckpointConfig as CheckpointConfig
 
 log = logging.getLogger("studio_align.training")
 
 
 class _Unreadable(Exception):
     """A step's files cannot be read back (as opposed to not fitting the model)."""
-
-
-class CheckpointConfig(Strict):
-    """`[checkpoint]`: where, how often and how many checkpoints to keep."""
-
-    enabled: bool = True  # false: no checkpoints at all (the run cannot resume)
-    dir: Path | None = None  # default: RUN_DIR/checkpoints
-    every: int = Field(100, ge=0)  # 0: only the final step
-    keep: int = Field(3, ge=1)
-    resume: bool = True  # continue from the latest checkpoint in `dir` if there is one
-    async_save: bool = True
 
 
 def _is_key(x: Any) -> bool:

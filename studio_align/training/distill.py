@@ -29,24 +29,21 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from pydantic import Field
 
 from studio_align.algorithms.distill import NEG, distill_loss
-from studio_align.config import Strict
 from studio_align.errors import ConfigError
 from studio_align.tasks import StartingPoint
+from studio_align.training.distill_config import DistillConfig as DistillConfig
+from studio_align.training.distill_config import DistillRunConfig as DistillRunConfig
 from studio_align.training.distributed import maybe_initialize
-from studio_align.training.grpo_run import SamplingSection
-from studio_align.training.loop import TrainResult, TrainRunConfig, train_loop
+from studio_align.training.loop import TrainResult, train_loop
 from studio_align.training.run import (
-    ModelSection,
-    RecordsSection,
     prepare_run_dir,
     read_split,
     resolve_task,
@@ -55,28 +52,6 @@ from studio_align.training.run import (
 from studio_align.training.supervised import supervised
 
 CACHE_FILE = "teacher_cache.npz"
-
-
-class DistillConfig(Strict):
-    """`[distill]`: the teacher, the divergence and how often the student's own samples."""
-
-    teacher: Path | None = None  # what the task loads (router: checkpoint or ensemble dir)
-    divergence: Literal["forward_kl", "reverse_kl", "jsd"] = "jsd"
-    beta: float = Field(default=0.5, ge=0, le=1)  # jsd: 0 = forward KL, 1 = reverse KL
-    temperature: float = Field(default=1.0, gt=0)
-    on_policy_fraction: float = Field(default=0.0, ge=0, le=1)  # GKD's lambda
-    cache_teacher: bool = True  # off-policy teacher outputs computed once, kept in RUN_DIR
-
-
-class DistillRunConfig(TrainRunConfig):
-    """The run config of `studio-align train distill`."""
-
-    task: str = "router"
-    run_dir: Path = Path("runs/distill")
-    model: ModelSection = Field(default_factory=ModelSection)
-    data: RecordsSection = Field(default_factory=RecordsSection)
-    distill: DistillConfig = Field(default_factory=DistillConfig)
-    sampling: SamplingSection = Field(default_factory=SamplingSection)
 
 
 def _cache_key(teacher: Path, examples: Sequence[Mapping[str, Any]], width: int) -> str:

@@ -34,26 +34,11 @@ from typing import Any
 
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
-from pydantic import Field
 
-from studio_align.config import Strict
 from studio_align.errors import ConfigError
+from studio_align.training.run_config import DistributedConfig as DistributedConfig
 
 _initialized = False
-
-
-class DistributedConfig(Strict):
-    """`[distributed]`: multi-process JAX. Off by default (one process, all local devices)."""
-
-    enabled: bool = False
-    coordinator_address: str | None = None  # "host:port" of process 0; None: auto-detect
-    num_processes: int | None = Field(None, ge=1)
-    process_id: int | None = Field(None, ge=0)
-    local_device_ids: list[int] | None = None
-    initialization_timeout: int = Field(300, ge=1)  # seconds to wait for every process
-    heartbeat_timeout: int = Field(100, ge=1)  # seconds of silence before a peer is lost
-    shutdown_timeout: int = Field(300, ge=1)  # seconds the final barrier waits at exit
-    cpu_collectives: str = "gloo"  # CPU backends' cross-process collectives (gloo | mpi)
 
 
 def maybe_initialize(cfg: DistributedConfig) -> bool:

@@ -21,20 +21,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from pydantic import Field
 
 from studio_align.algorithms import dpo_loss, orpo_loss, simpo_loss
-from studio_align.config import Strict
 from studio_align.tasks import StartingPoint
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.distributed import maybe_initialize
-from studio_align.training.loop import TrainRunConfig, train_loop
+from studio_align.training.dpo_config import DPOConfig as DPOConfig
+from studio_align.training.dpo_config import DPOLossType as DPOLossType
+from studio_align.training.dpo_config import DPORunConfig as DPORunConfig
+from studio_align.training.loop import train_loop
 from studio_align.training.packing import pack_pairs
 from studio_align.training.pair_scoring import (
     PAIR_FIELDS,
@@ -44,9 +45,7 @@ from studio_align.training.pair_scoring import (
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
 from studio_align.training.replay import replay_nll, replay_records, with_replay
 from studio_align.training.run import (
-    ModelSection,
     PreferenceResult,
-    RecordsSection,
     prepare_run_dir,
     read_split,
     resolve_task,
@@ -54,28 +53,8 @@ from studio_align.training.run import (
 )
 from studio_align.training.supervised import supervised
 
-DPOLossType = Literal["sigmoid", "ipo", "hinge", "robust", "simpo", "orpo"]
 REFERENCE_FREE = ("simpo", "orpo")
 LENGTH_NORMALISED = ("ipo", "simpo", "orpo")
-
-
-class DPOConfig(Strict):
-    """`[dpo]`: the preference objective."""
-
-    loss_type: DPOLossType = "sigmoid"
-    beta: float = Field(default=0.1, gt=0)  # DPO beta / IPO tau / SimPO beta / ORPO lambda
-    label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)  # cDPO / robust DPO noise rate
-    simpo_gamma: float = 0.5  # SimPO target margin
-    # RPO (Pang et al. 2024): + nll_alpha * per-token NLL of the chosen completion, which
-    # keeps the chosen plans likely instead of only widening the margin (0 = plain DPO)
-    nll_alpha: float = Field(default=0.0, ge=0)
-    # Replay (`replay.py`): + replay_alpha * SFT loss on the task's own labelled records, one
-    # batch beside each pair batch, so label accuracy is rehearsed while preferences are
-    # learned (0 = off). Records: `train_dpo(replay=...)`, else this JSONL (the task's SFT kind)
-    replay_alpha: float = Field(default=0.0, ge=0)
-    replay_data: Path | None = None
-    ref_batch_size: int = Field(default=16, ge=1)  # pairs per reference call (= train batch)
-    cache_dir: Path | None = None  # default: RUN_DIR/ref_cache
 
 
 def _pair_fields(pairs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -227,15 +206,6 @@ def evaluate_pairs(
 
 
 # -- the `train dpo` run ---------------------------------------------------------------------
-
-
-class DPORunConfig(TrainRunConfig):
-    """The run config of `studio-align train dpo` (any task with preference pairs)."""
-
-    task: str = "router"
-    model: ModelSection = Field(default_factory=ModelSection)
-    data: RecordsSection = Field(default_factory=RecordsSection)
-    dpo: DPOConfig = Field(default_factory=DPOConfig)
 
 
 def train_dpo(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -20,9 +20,11 @@ from pydantic_core import PydanticCustomError
 from studio_align.config import Strict
 from studio_align.rewards import RewardCallConfig, as_rewards
 from studio_align.scoring import score_batch
-from studio_align.training.policy import Rollout
 
-RewardFn = Callable[[list[Any], Rollout], tuple[np.ndarray, dict[str, float]]]
+if TYPE_CHECKING:  # the policy module imports JAX; a run config must not
+    from studio_align.training.policy import Rollout
+
+RewardFn = Callable[[list[Any], "Rollout"], tuple[np.ndarray, dict[str, float]]]
 
 # keys `[grpo]` once had, now the shared `[train]` section's
 MOVED_TO_TRAIN = ("steps", "seed", "log_every")

@@ -24,38 +24,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from pydantic import Field
 
 from studio_align.algorithms import kto_loss
-from studio_align.config import Strict
 from studio_align.models.logprobs import token_logps
 from studio_align.tasks import StartingPoint
 from studio_align.training.batches import ArrayBatches
 from studio_align.training.distributed import maybe_initialize
-from studio_align.training.loop import TrainRunConfig, train_loop
+from studio_align.training.kto_config import KTOConfig as KTOConfig
+from studio_align.training.kto_config import KTORunConfig as KTORunConfig
+from studio_align.training.loop import train_loop
 from studio_align.training.packing import pack_unpaired
 from studio_align.training.ref_cache import arrays_digest, batched_apply, cached_arrays, tree_digest
 from studio_align.training.run import (
-    ModelSection,
     PreferenceResult,
-    RecordsSection,
     prepare_run_dir,
     read_split,
     resolve_task,
     save_for_task,
 )
 from studio_align.training.supervised import supervised
-
-
-class KTOConfig(Strict):
-    """`[kto]`: the KTO objective."""
-
-    beta: float = Field(default=0.1, gt=0)
-    desirable_weight: float | None = Field(default=None, gt=0)  # None: balanced from the data
-    undesirable_weight: float = Field(default=1.0, gt=0)
-    ref_batch_size: int = Field(default=32, ge=1)
-    cache_dir: Path | None = None  # default: RUN_DIR/ref_cache
-
 
 FIELDS = ("tokens", "attn", "loss", "kl_tokens", "kl_attn", "kl_loss")
 
@@ -170,15 +157,6 @@ def evaluate_samples(
 
 
 # -- the `train kto` run ---------------------------------------------------------------------
-
-
-class KTORunConfig(TrainRunConfig):
-    """The run config of `studio-align train kto` (any task with unpaired outcomes)."""
-
-    task: str = "router"
-    model: ModelSection = Field(default_factory=ModelSection)
-    data: RecordsSection = Field(default_factory=RecordsSection)
-    kto: KTOConfig = Field(default_factory=KTOConfig)
 
 
 @dataclass

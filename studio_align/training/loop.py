@@ -32,64 +32,17 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 from flax import nnx
-from pydantic import Field, model_validator
 
-from studio_align.config import Strict
-from studio_align.errors import ConfigError, TrainingError
-from studio_align.models.sharding import MeshConfig
-from studio_align.training.checkpoint import CheckpointConfig
-from studio_align.training.distributed import DistributedConfig, is_main_process, maybe_initialize
+from studio_align.errors import TrainingError
+from studio_align.training.distributed import is_main_process, maybe_initialize
 from studio_align.training.ema import exported
 from studio_align.training.metrics import MetricsLogger
-from studio_align.training.optim import OptimConfig
 from studio_align.training.progress import Progress
+from studio_align.training.run_config import TrainConfig as TrainConfig
+from studio_align.training.run_config import TrainRunConfig as TrainRunConfig
 from studio_align.training.state import TrainState, open_checkpoints
 
 EvalFn = Callable[[nnx.Module], Mapping[str, float]]
-
-
-class TrainConfig(Strict):
-    """`[train]`: how long, how big, how often to log and evaluate."""
-
-    steps: int | None = Field(None, ge=1, le=10**9)  # optimizer steps; wins over epochs
-    epochs: float | None = Field(None, gt=0)  # needs a source with `steps_per_epoch`
-    batch_size: int = Field(16, ge=1, le=1 << 20)  # examples per step (all micro-batches)
-    grad_accum: int = Field(1, ge=1)  # micro-batches per step
-    seed: int = 0
-    log_every: int = Field(10, ge=1)
-    eval_every: int = Field(0, ge=0)  # 0: evaluate at the end only (when there is an eval)
-    progress: bool = True  # stderr: a bar on a TTY, else a heartbeat line every 20 s
-    metrics_hook: bool = True  # fire `studio_align_on_metrics` through the plugin host
-
-    @model_validator(mode="after")
-    def _accum_divides(self) -> TrainConfig:
-        if self.batch_size % self.grad_accum:
-            raise ValueError(
-                f"batch_size ({self.batch_size}) must be a multiple of grad_accum ({self.grad_accum})"
-            )
-        return self
-
-    def total_steps(self, steps_per_epoch: int | None = None) -> int:
-        if self.steps is not None:
-            return self.steps
-        if self.epochs is not None:
-            if steps_per_epoch is None:
-                raise ConfigError(
-                    "train.epochs needs a batch source of known length; set train.steps"
-                )
-            return max(1, round(self.epochs * steps_per_epoch))
-        raise ConfigError("set train.steps or train.epochs")
-
-
-class TrainRunConfig(Strict):
-    """The sections every trainer's run config shares; trainers add `[model]`, `[data]`..."""
-
-    run_dir: Path | None = Path("runs/run")  # None: nothing written (metrics, checkpoints)
-    train: TrainConfig = TrainConfig()
-    optim: OptimConfig = OptimConfig()
-    mesh: MeshConfig = MeshConfig()
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    distributed: DistributedConfig = DistributedConfig()
 
 
 @dataclass

@@ -16,38 +16,13 @@ Design choices:
 
 from __future__ import annotations
 
-from typing import Literal
-
 import jax
 import optax
-from pydantic import Field
 
-from studio_align.config import Strict
 from studio_align.training.ema import ema_weights
-
-OptimizerName = Literal["adamw", "adam", "sgd", "lion", "adafactor"]
-DecayName = Literal["cosine", "linear", "constant"]
-
-
-class OptimConfig(Strict):
-    """`[optim]`: optimizer, schedule and clipping."""
-
-    name: OptimizerName = "adamw"
-    learning_rate: float = Field(3e-4, gt=0)
-    warmup_steps: int = Field(0, ge=0)
-    decay: DecayName = "cosine"
-    decay_steps: int | None = Field(None, ge=1)  # None: the run's remaining steps after warm-up
-    final_lr_ratio: float = Field(0.1, ge=0, le=1)  # lr at the end of decay, as a fraction
-    weight_decay: float = Field(0.0, ge=0)
-    decay_all: bool = False  # also decay vectors/scalars (norm scales, biases)
-    b1: float = Field(0.9, ge=0, lt=1)
-    b2: float = Field(0.999, ge=0, lt=1)
-    eps: float = Field(1e-8, gt=0)
-    momentum: float = Field(0.0, ge=0, lt=1)  # sgd only
-    nesterov: bool = False  # sgd only
-    clip_grad_norm: float | None = Field(1.0, ge=0)  # 0 (or None): no clipping
-    # a moving average of the weights, exported instead of the last step's (`ema.py`)
-    ema_decay: float | None = Field(None, gt=0, lt=1)
+from studio_align.training.run_config import DecayName as DecayName
+from studio_align.training.run_config import OptimConfig as OptimConfig
+from studio_align.training.run_config import OptimizerName as OptimizerName
 
 
 def make_schedule(cfg: OptimConfig, total_steps: int) -> optax.Schedule:

@@ -16,49 +16,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from flax import nnx
-from pydantic import Field
 
-from studio_align.config import Strict, dump_toml
+from studio_align.config import dump_toml
 from studio_align.data.records import compiled_path, read_record_file
 from studio_align.errors import ConfigError
 from studio_align.plugins import get_host
 from studio_align.tasks import supports
 from studio_align.training.distributed import is_main_process, replicated
-
-
-class ModelSection(Strict):
-    """`[model]`: where the model starts; the task interprets it.
-
-    `init_from` continues a saved checkpoint (e.g. an SFT run's `model/`, also the
-    default reference); `base` starts from a local Hugging Face Gemma 3 directory in
-    `base_dtype`; otherwise a `preset` (sized to the tokenizer) with `config` overrides is
-    built fresh, with the tokenizer at `tokenizer` or one trained on the data
-    (`vocab_size`). `lora` (LoraConfig fields) trains adapters only.
-    """
-
-    preset: Literal["tiny", "router", "gemma3_270m", "none"] = "router"
-    config: dict[str, Any] = Field(default_factory=dict)
-    lora: dict[str, Any] | None = None
-    init_from: Path | None = None
-    base: Path | None = None
-    base_dtype: Literal["float32", "bfloat16"] = "float32"
-    reference: Path | None = None  # default: init_from (or the base itself)
-    tokenizer: Path | None = None  # tokenizer.json; None: the checkpoint's, or trained here
-    vocab_size: int = Field(2048, ge=64)  # for a tokenizer trained here
-    options: dict[str, Any] = Field(default_factory=dict)  # task-specific knobs
-
-
-class RecordsSection(Strict):
-    """`[data]`: a compiled-logs directory, or explicit JSONL files (which win)."""
-
-    dir: Path | None = None  # output of `studio-align data compile`
-    train: Path | None = None
-    heldout: Path | None = None
-    max_len: int | None = Field(default=None, ge=4)  # packed length; None: longest, rounded to 8
-    eval_batch_size: int = Field(default=64, ge=1)
+from studio_align.training.run_config import ModelSection as ModelSection
+from studio_align.training.run_config import RecordsSection as RecordsSection
 
 
 def resolve_task(task: Any, algorithm: str) -> Any:
