@@ -46,7 +46,9 @@ def calibrate_stage(
     fewer than `min_rows` are kept). Measured over 3 quickstart seeds on hand-written
     validation the served router then abstains on 1-5 % instead of 24-46 %, and its
     selective accuracy where labels and creators agree is 0.92-0.94 (SFT: 0.93-0.94)
-    (docs/experiments/router-served-abstention.md). Plans never change."""
+    (docs/experiments/router-served-abstention.md). The cost: the rows where the stage
+    departs from SFT no longer raise the thresholds, so those plans are served unchecked.
+    Plans never change."""
     router = Router.load(checkpoint)
     router.calibration = None
     val = packaged.load("handwritten_val") + list(data["splits"]["val"][:80])
