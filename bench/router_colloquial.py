@@ -37,11 +37,11 @@ from typing import Any
 from studio_align.config import apply_overrides, validate
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import QuickstartConfig
-from studio_align.quickstart.stages import stage_sft
 from studio_align.router import eval as packaged
 from studio_align.router.calibration import fit_calibration
 from studio_align.router.evaluate import evaluate_router_sets
 from studio_align.router.router import Router
+from studio_align.router.stages import stage_sft
 from studio_align.simulate.router.requests import LANGS, demo_splits, heldout_clause_examples
 
 CLAUSE_SEED = 9001  # as bench/router_forgetting.py

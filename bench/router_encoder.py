@@ -3,7 +3,7 @@ validation only (the generator's validation split, handwritten_val, handwritten_
 
     nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--train-encoder]
 
-Trains one SFT router through the quickstart's own stage (`quickstart.stages.stage_sft`,
+Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
 `--scratch`) and prints its exact-plan accuracy, by language, on each validation set,
 with the seconds SFT took. Settings are compared here, never on the evaluation sets.
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from studio_align.catalog import default_catalog
 from studio_align.quickstart.config import QuickstartConfig
-from studio_align.quickstart.stages import stage_sft
 from studio_align.router import eval as packaged
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.router import Router
+from studio_align.router.stages import stage_sft
 from studio_align.simulate.router.requests import demo_splits
 
 

@@ -37,11 +37,11 @@ from studio_align.config import apply_overrides, validate
 from studio_align.models.interpolate import interpolate_bundles
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import QuickstartConfig
-from studio_align.quickstart.stages import STAGES
 from studio_align.router import eval as packaged
 from studio_align.router.data import read_examples
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.router import Router
+from studio_align.router.stages import STAGES
 from studio_align.simulate.router.creators import majority_plans
 from studio_align.simulate.router.platform import simulate_platform
 from studio_align.simulate.router.requests import heldout_clause_examples

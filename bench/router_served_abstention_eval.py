@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from studio_align.quickstart.config import QuickstartConfig
-from studio_align.quickstart.report import calibrate_stage
 from studio_align.router import eval as packaged
 from studio_align.router.data import read_examples
 from studio_align.router.evaluate import evaluate_router_sets
 from studio_align.router.router import Router
+from studio_align.router.stage_run import calibrate_stage
 from studio_align.simulate.router.creators import majority_plans
 
 seed = int(sys.argv[1])

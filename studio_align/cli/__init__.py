@@ -109,7 +109,6 @@ CORE_SUBCOMMANDS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
                 f"{_CLI}.train_rl_cmd:distill",
                 "Distil a teacher's token distributions into a student.",
             ),
-            "router": (f"{_CLI}.train_router_cmd:router_cmd", "Train a router from creator logs."),
         },
     ),
     "eval": ("Evaluate trained models.", {}),

@@ -31,7 +31,7 @@ RUN_CONFIGS: dict[str, tuple[str, str]] = {
     "ppo": ("studio_align.training.ppo_config", "PPORunConfig"),
     "distill": ("studio_align.training.distill_config", "DistillRunConfig"),
     "reward": ("studio_align.reward_models.config", "RewardTrainConfig"),
-    "router": ("studio_align.quickstart.config", "FromLogsConfig"),
+    "router": ("studio_align.router.settings", "FromLogsConfig"),
 }
 
 

@@ -26,7 +26,6 @@ with what exists and says so, rather than failing or pretending.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 import traceback
@@ -38,19 +37,13 @@ from studio_align.plugins import get_host
 from studio_align.quickstart.config import (
     PipelineResult,
     QuickstartConfig,
-    RouterSettings,
     StageResult,
 )
 from studio_align.quickstart.flow import run_flow
 from studio_align.quickstart.grading import run_grading
-from studio_align.quickstart.report import (
-    Log,
-    calibrate_stage,
-    evaluate_stage,
-    summary_line,
-    write_pipeline_report,
-)
-from studio_align.quickstart.stages import STAGES, mixed_with_sft, stage_plan
+from studio_align.quickstart.report import write_pipeline_report
+from studio_align.router.stage_run import Log, finish_run, run_stage
+from studio_align.router.stages import stage_plan
 from studio_align.simulate.router.platform import simulate_platform
 from studio_align.training.progress import heartbeat
 
@@ -58,42 +51,6 @@ from studio_align.training.progress import heartbeat
 def _count_lines(path: Path) -> int:
     with open(path, "rb") as f:
         return sum(1 for line in f if line.strip())
-
-
-def run_stage(
-    name: str, out: Path, cfg: RouterSettings, data: dict[str, Any], current: Path | None,
-    catalog: Catalog, missing: list[str], log: Log, sft: Path | None = None,
-) -> StageResult:  # fmt: skip
-    """Train stage `name` from `current`, then calibrate and evaluate it; a failure is
-    recorded in `missing` (traceback in OUT/<stage>_error.txt), never raised."""
-    res = StageResult(stage=name)
-    t = time.perf_counter()
-    try:
-        res.trained = str(STAGES[name](out, cfg, data, current, catalog))
-        ckpt = Path(res.trained)
-        if name != "sft" and sft is not None:
-            ckpt = mixed_with_sft(cfg, sft, ckpt)
-    except Exception as e:  # a broken stage must not hide the others' results
-        res.status = "failed"
-        missing.append(f"{name}: failed ({type(e).__name__}: {e})")
-        err = out / f"{name}_error.txt"
-        err.write_text(traceback.format_exc(), encoding="utf-8")
-        log(f"      {name}: FAILED ({type(e).__name__}: {e}); traceback in {err}")
-        return res
-    res.seconds = time.perf_counter() - t
-    res.checkpoint = str(ckpt)
-    t = time.perf_counter()
-    try:
-        with heartbeat(name, "calibrating and evaluating"):  # a line at least every 20 s
-            calibrate_stage(ckpt, cfg, data, sft if name != "sft" else None)
-            res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
-    except Exception as e:  # the checkpoint stays; say why there are no figures
-        res.status = "eval failed"
-        missing.append(f"{name} evaluation: failed ({type(e).__name__}: {e})")
-        (out / f"{name}_eval_error.txt").write_text(traceback.format_exc(), encoding="utf-8")
-    res.eval_seconds = time.perf_counter() - t
-    log("      " + summary_line(res))
-    return res
 
 
 def run_quickstart(
@@ -195,23 +152,3 @@ def run_quickstart(
         "flow": flow,
     }
     return finish_run(out, summary, stages, missing, router_dir, page, t0, log)
-
-
-def finish_run(
-    out: Path, summary: dict[str, Any], stages: list[StageResult], missing: list[str],
-    router_dir: Path | None, page: Path | None, t0: float, log: Log,
-) -> PipelineResult:  # fmt: skip
-    """Write OUT/summary.json, print the stage table and where things are (quickstart and
-    `train router --logs` end alike)."""
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
-    log("")
-    for s in stages:
-        log(summary_line(s))
-    log(f"total {time.perf_counter() - t0:.0f}s")
-    if missing:
-        log("NOT RUN: " + "; ".join(missing))
-    if router_dir:
-        log(f"router checkpoint: {router_dir}")
-    if page:
-        log(f"report: {page}")
-    return PipelineResult(out=out, stages=stages, router=router_dir, report=page, missing=missing)

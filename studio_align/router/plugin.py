@@ -51,6 +51,7 @@ def studio_align_register_bundle_classes(register: Callable[..., None]) -> None:
 
 @hookimpl
 def studio_align_register_commands(cli: Any) -> None:
+    cli.lazy("train router", f"{_COMMANDS}:train_router", "Train a router from creator logs.")
     cli.lazy(
         "eval router", f"{_COMMANDS}:eval_router", "Score a router checkpoint on labelled requests."
     )

@@ -13,10 +13,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from serving_helpers import make_router_checkpoint
 
-from studio_align.quickstart.config import QuickstartConfig
-from studio_align.quickstart.report import calibrate_stage, kept_rows
 from studio_align.router import eval as packaged
 from studio_align.router.router import Router
+from studio_align.router.settings import RouterSettings
+from studio_align.router.stage_run import calibrate_stage, kept_rows
 from studio_align.simulate.router.requests import generate_examples
 
 DATA = {"splits": {"train": generate_examples(60, seed=0),
@@ -46,7 +46,7 @@ def test_only_rows_both_routers_plan_alike_fit_the_thresholds(
 ) -> None:
     a, b = routers
     ckpt = shutil.copytree(a, tmp_path / "a")
-    cfg = QuickstartConfig()
+    cfg = RouterSettings()
     val = packaged.load("handwritten_val") + DATA["splits"]["val"]
     req = [r["request"] for r in val]
     same = sum(p == q for p, q in zip(Router.load(a).route_raw(req)[0],

@@ -22,6 +22,8 @@ Design choices:
   always scored. Validation (SFT's held-out loss, calibration) is `val` files, else a
   seeded tenth (at most 200) of the labelled examples set aside before SFT: evaluation
   sets never select settings.
+- The figures are the logs' own plans and the hand-written sets; no set is relabelled by a
+  simulated creator (the quickstart's `*_majority` sets are the simulator's, not a platform's).
 - Bad input (a missing path, no valid event, nothing to start from) raises a
   `StudioAlignError` before any training, which the CLI prints as one line.
 """
@@ -41,14 +43,11 @@ from studio_align.data.compile import compile_logs
 from studio_align.data.paths import expand_log_paths
 from studio_align.errors import ConfigError, DataError
 from studio_align.plugins import get_host
-from studio_align.quickstart.config import FromLogsConfig as FromLogsConfig
-from studio_align.quickstart.config import PipelineResult, StageResult
-from studio_align.quickstart.pipeline import finish_run, run_stage
-from studio_align.quickstart.report import Log, write_pipeline_report
-from studio_align.quickstart.stages import stage_plan
 from studio_align.router import eval as packaged
 from studio_align.router.data import read_examples
-from studio_align.simulate.router.creators import majority_plans
+from studio_align.router.settings import FromLogsConfig, PipelineResult, StageResult
+from studio_align.router.stage_run import Log, finish_run, run_stage, write_router_report
+from studio_align.router.stages import stage_plan
 from studio_align.training.progress import heartbeat
 
 # which compiled record each stage trains on (RouterTask.record_kinds)
@@ -136,10 +135,6 @@ def prepare_log_data(
     sets.update(evals)
     sets["handwritten"] = packaged.load("handwritten_v1")
     sets["handwritten_v2"] = packaged.load("handwritten_v2")
-    # as the quickstart: the same requests against the majority creator's preferred plan
-    for name in ("heldout", "handwritten", "handwritten_v2"):
-        if name in sets:
-            sets[f"{name}_majority"] = majority_plans(sets[name], catalog)
     counts = {
         "log_files": len(paths),
         "lines": lines,
@@ -230,9 +225,9 @@ def train_router_from_logs(
         main_set = "creators" if "creators" in data["eval_sets"] else "handwritten_v2"
         try:
             with heartbeat("report", "scoring the final router and drawing the report"):
-                page = write_pipeline_report(
+                page = write_router_report(
                     out / "report", stages, data, router_dir, cfg, missing, timings=timings,
-                    main_set=main_set, title="studio-align train router --logs", intro=intro,
+                    main_set=main_set, title="studio-align train router --logs", notes=intro,
                 )  # fmt: skip
         except Exception as e:  # the router is saved; say why there is no report
             missing.append(f"report: failed ({type(e).__name__}: {e})")

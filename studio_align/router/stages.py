@@ -13,7 +13,7 @@ from typing import Any
 from studio_align.catalog import Catalog
 from studio_align.errors import ConfigError
 from studio_align.models.interpolate import interpolate_bundles
-from studio_align.quickstart.config import RouterSettings
+from studio_align.router.settings import RouterSettings
 from studio_align.router.task import RouterTask
 from studio_align.training.dpo import DPORunConfig, train_dpo
 from studio_align.training.grpo_run import GRPORunConfig, train_grpo
