@@ -2,10 +2,10 @@
 scored on validation only (handwritten_val2 and gen val[80:], which calibration never sees;
 plus handwritten_val for the agreed-subset exact).
 
-Usage: `python bench/router_served_abstention.py SEED CKPT:CAL[,CKPT:CAL...]` over the
-quickstart run in /tmp/router/qsSEED; CKPT is sft, served or wX (GRPO mixed with SFT at X),
+Usage: `python bench/router_served_abstention.py SEED CKPT:CAL[,CKPT:CAL...] RUNS` over the
+quickstart run RUNS/qsSEED; CKPT is sft, served or wX (GRPO mixed with SFT at X),
 CAL labels, kept, agreed, majority, logs or labels+logs (docs/experiments/router-served-abstention.md).
-Rows are appended to /tmp/abstain/results.jsonl."""
+Rows are appended to RUNS/qsSEED/abstain/results.jsonl."""
 
 import json
 import shutil
@@ -23,8 +23,8 @@ from studio_align.simulate.router.creators import majority_plans
 
 seed = int(sys.argv[1])
 variants = sys.argv[2].split(",")
-qs = Path(f"/tmp/router/qs{seed}")
-work = Path(f"/tmp/abstain/qs{seed}")
+qs = Path(sys.argv[3]) / f"qs{seed}"
+work = qs / "abstain"
 work.mkdir(parents=True, exist_ok=True)
 train = read_examples(qs / "data/train.jsonl")
 gval = read_examples(qs / "data/val.jsonl")
@@ -125,6 +125,6 @@ for v in variants:
         row[k + "_abst"] = round(f["abstain_rate"], 4)
         row[k + "_accr"] = round(f["accuracy_when_routed"], 4)
     print(json.dumps(row), flush=True)
-    with open("/tmp/abstain/results.jsonl", "a") as fh:
+    with open(work / "results.jsonl", "a") as fh:
         fh.write(json.dumps(row) + "\n")
     shutil.rmtree(d)

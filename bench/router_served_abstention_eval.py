@@ -1,7 +1,8 @@
 """The served router re-calibrated by calibrate_stage(reference=SFT), on the eval sets (3 seeds).
 
-Usage: `python bench/router_served_abstention_eval.py SEED` over /tmp/router/qsSEED; one JSON
-line per (router, set) on stdout."""
+Usage: `python bench/router_served_abstention_eval.py SEED RUNS` over the quickstart run
+RUNS/qsSEED (`studio-align quickstart --out RUNS/qsSEED --set seed=SEED`); one JSON line per
+(router, set) on stdout."""
 
 import json
 import shutil
@@ -17,14 +18,14 @@ from studio_align.router.stage_run import calibrate_stage
 from studio_align.simulate.router.creators import majority_plans
 
 seed = int(sys.argv[1])
-qs = Path(f"/tmp/router/qs{seed}")
+qs = Path(sys.argv[2]) / f"qs{seed}"
 data = {
     "splits": {
         "train": read_examples(qs / "data/train.jsonl"),
         "val": read_examples(qs / "data/val.jsonl"),
     }
 }
-d = Path(f"/tmp/abstain/final_s{seed}")
+d = qs / "abstain" / "final"
 if d.exists():
     shutil.rmtree(d)
 shutil.copytree(qs / "stages/grpo/mixed", d)
