@@ -42,7 +42,7 @@ def make_router_checkpoint(path: Path, *, seed: int, version: str) -> Path:
     cat = default_catalog()
     texts = [e["request"]["text"] for e in generate_examples(300, seed=0)]
     tok = build_tokenizer(texts, cat, vocab_size=600)
-    model = Transformer(ModelConfig.tiny(vocab_size=640), rngs=nnx.Rngs(seed))
+    model = Transformer(ModelConfig.tiny(vocab_size=tok.vocab_size), rngs=nnx.Rngs(seed))
     save_router(path, model, tok, cat, max_steps=3, version=version)
     return path
 
