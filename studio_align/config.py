@@ -134,14 +134,14 @@ def validate(
     except ValidationError as e:
         problems = []
         for err in e.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "<root>"
+            key = ".".join(str(p) for p in err["loc"])
             if err["type"] == "extra_forbidden":
                 msg = "unknown key" + _suggestion(model, tuple(err["loc"]))
             else:
                 msg = err["msg"]
             if any(key == k or key.startswith(k + ".") for k in overridden):
                 msg += " (from --set)"
-            problems.append(f"{key}: {msg}")
+            problems.append(f"{key}: {msg}" if key else msg)  # a whole-config error names its keys
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 
@@ -195,6 +195,9 @@ def _plain(v: Any) -> Any:
     return v
 
 
+_PRAGMAS = ("fmt:", "noqa", "type:", "pragma:")  # tool directives, not descriptions
+
+
 def _comments(cls: type) -> dict[str, str]:
     """Field name -> the comment beside its definition, else the comment lines right above it.
 
@@ -208,8 +211,9 @@ def _comments(cls: type) -> dict[str, str]:
     comments: dict[int, str] = {}
     try:
         for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-            if tok.type == tokenize.COMMENT:
-                comments[tok.start[0]] = tok.string.lstrip("#").strip()
+            text = tok.string.lstrip("#").strip()
+            if tok.type == tokenize.COMMENT and not text.startswith(_PRAGMAS):
+                comments[tok.start[0]] = text
     except (tokenize.TokenError, IndentationError):
         return {}
     lines = src.splitlines()
@@ -270,7 +274,7 @@ def _type_name(annotation: Any) -> str:
 
 def _section_doc(cls: type) -> str:
     """The first sentence of a section's docstring, without its leading "`[x]`: "."""
-    doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
     if doc.startswith("`[") and "`:" in doc[:40]:
         doc = doc.split("`:", 1)[1].strip()
     return doc
@@ -364,22 +368,20 @@ def commented_toml(model: type[BaseModel], *, title: str | None = None) -> str:
         head.append(f"# {doc}")
     head.append("# A key written `# key = ...` is unset (or required); uncomment it to set it.")
     top: list[str] = []
-    sections: list[list[str]] = []
-    current = top
+    sections: dict[str, list[str]] = {}  # a key after a subsection still goes to its own table
     for dotted, sub, key in _walk(model, None, ""):
         if sub is not None:
             block = ["", f"[{dotted}]"]
             doc = _section_doc(sub)
             if doc:
                 block.append(f"# {doc}")
-            sections.append(block)
-            current = block
+            sections[dotted] = block
             continue
         assert key is not None
         parent = dotted.rsplit(".", 1)[0] if "." in dotted else ""
-        target = top if not parent else current
+        target = sections[parent] if parent else top
         target.append(_key_line(key, dotted.rsplit(".", 1)[-1]))
     body = [*head, "", *top]
-    for block in sections:
+    for block in sections.values():
         body.extend(block)
     return "\n".join(body).rstrip() + "\n"

@@ -61,6 +61,25 @@ def test_commented_toml_parses_and_round_trips():
     assert validate(Outer, data) == Outer(name="n")
 
 
+class Late(Strict):
+    """A section whose docstring
+    runs over two lines."""
+
+    inner: Inner = Field(default_factory=Inner)
+    late: int = 1  # fmt: skip
+
+
+class LateOuter(Strict):
+    late_section: Late = Field(default_factory=Late)
+
+
+def test_key_after_a_subsection_stays_in_its_table():
+    text = commented_toml(LateOuter)
+    assert tomllib.loads(text) == {"late_section": {"late": 1, "inner": {"depth": 3, "mode": "a"}}}
+    assert "# A section whose docstring runs over two lines." in text  # one space, not indents
+    assert "late = 1  # int\n" in text  # a tool's pragma is no description
+
+
 @pytest.mark.parametrize("kind", sorted(RUN_CONFIGS))
 def test_every_run_config_round_trips(kind: str):
     cls = run_config_class(kind)
