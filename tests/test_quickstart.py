@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -12,14 +13,21 @@ from safetensors.numpy import load_file
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.quickstart.pipeline import run_quickstart
 from studio_align.router.router import Router
+from studio_align.training.dpo_config import DPORunConfig
+from studio_align.training.grpo_run_config import GRPORunConfig
+from studio_align.training.kto_config import KTORunConfig
+from studio_align.training.sft_config import SFTConfig
 
-TINY = QuickstartConfig(
-    n_train=200, n_val=20, n_heldout=40, n_creators=6, n_eval_creators=2, vocab_size=400,
-    model={"d_model": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "head_dim": 16,
-           "d_ff": 64, "max_seq_len": 128},
-    batch_size=8, sft_steps=4, dpo_steps=2, kto_steps=2, grpo_steps=1, grpo_group=2,
-    grpo_prompts=2, preference="dpo+kto", grading=False, flow=False, tuned_weight=0.5,
-)  # fmt: skip
+TINY = QuickstartConfig.model_validate({
+    "n_train": 200, "n_val": 20, "n_heldout": 40, "n_creators": 6, "n_eval_creators": 2,
+    "vocab_size": 400, "batch_size": 8, "preference": "dpo+kto", "grading": False,
+    "flow": False, "tuned_weight": 0.5,
+    "model": {"d_model": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1,
+              "head_dim": 16, "d_ff": 64, "max_seq_len": 128},
+    "sft": {"steps": 4}, "dpo": {"steps": 2, "beta": 0.3}, "kto": {"steps": 2},
+    "grpo": {"steps": 1, "group_size": 2, "prompts_per_step": 2},
+})  # fmt: skip
+RUN_CONFIGS = {"sft": SFTConfig, "dpo": DPORunConfig, "kto": KTORunConfig, "grpo": GRPORunConfig}
 
 
 @pytest.mark.slow
@@ -50,3 +58,14 @@ def test_quickstart_pipeline_tiny(tmp_path) -> None:
     assert [r["stage"] for r in summary["stages"]] == ["sft", "dpo", "kto", "grpo"]
     assert any("report:" in line for line in lines)
     assert (tmp_path / "data" / "compiled" / "train" / "route_dpo_pairs.jsonl").exists()
+    # each stage's saved run config is its table of the settings, and `train KIND --config` takes it
+    saved = {s: tomllib.loads((tmp_path / "stages" / s / "config.toml").read_text())
+             for s in RUN_CONFIGS}  # fmt: skip
+    for stage, cls in RUN_CONFIGS.items():
+        cls.model_validate(saved[stage])
+        assert saved[stage]["train"]["steps"] == getattr(TINY, stage).steps
+        assert saved[stage]["optim"]["learning_rate"] == getattr(TINY, stage).optim.learning_rate
+    assert saved["dpo"]["dpo"]["beta"] == 0.3 and saved["dpo"]["dpo"]["replay_alpha"] == 4.0
+    assert (
+        saved["grpo"]["grpo"]["group_size"] == 2 and saved["grpo"]["optim"]["decay"] == "constant"
+    )

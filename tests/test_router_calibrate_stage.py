@@ -15,12 +15,12 @@ from serving_helpers import make_router_checkpoint
 
 from studio_align.router import eval as packaged
 from studio_align.router.router import Router
-from studio_align.router.settings import RouterSettings
+from studio_align.router.settings import RouterSettings, StageData
 from studio_align.router.stage_run import calibrate_stage, kept_rows
 from studio_align.simulate.router.requests import generate_examples
 
-DATA = {"splits": {"train": generate_examples(60, seed=0),
-                   "val": generate_examples(16, seed=5, split="heldout")}}  # fmt: skip
+DATA = StageData(train=generate_examples(60, seed=0),
+                 val=generate_examples(16, seed=5, split="heldout"))  # fmt: skip
 
 
 def test_kept_rows_are_those_the_reference_plans_alike() -> None:
@@ -47,7 +47,7 @@ def test_only_rows_both_routers_plan_alike_fit_the_thresholds(
     a, b = routers
     ckpt = shutil.copytree(a, tmp_path / "a")
     cfg = RouterSettings()
-    val = packaged.load("handwritten_val") + DATA["splits"]["val"]
+    val = packaged.load("handwritten_val") + DATA.val
     req = [r["request"] for r in val]
     same = sum(p == q for p, q in zip(Router.load(a).route_raw(req)[0],
                                       Router.load(b).route_raw(req)[0], strict=True))  # fmt: skip

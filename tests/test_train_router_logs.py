@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,8 @@ from studio_align.simulate.router.creators import demo_creator_data
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "model={d_model=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, d_ff=64, max_seq_len=128}",
-    "vocab_size=400", "batch_size=8", "sft_steps=4", "dpo_steps=2", "grpo_steps=1",
-    "grpo_group=2", "grpo_prompts=2", "preference='dpo'",
+    "vocab_size=400", "batch_size=8", "sft.steps=4", "dpo.steps=2", "grpo.steps=1",
+    "grpo.group_size=2", "grpo.prompts_per_step=2", "preference='dpo'",
 ]  # fmt: skip
 
 
@@ -64,7 +65,11 @@ def test_train_router_from_logs_end_to_end(tmp_path: Path) -> None:
     assert (out / "router" / "calibration.json").exists()
     assert "train router --logs" in (out / "report" / "index.html").read_text()
     written = (out / "config.toml").read_text()
-    assert "sft_steps = 4" in written and str(logs.resolve()) in written
+    settings = tomllib.loads(written)
+    assert settings["sft"]["steps"] == 4 and settings["logs"] == [str(logs.resolve())]
+    assert (
+        tomllib.loads((out / "stages" / "dpo" / "config.toml").read_text())["train"]["steps"] == 2
+    )
 
     # the written config reruns the same settings (here from another directory)
     again = tmp_path / "again"

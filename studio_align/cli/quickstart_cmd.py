@@ -22,7 +22,13 @@ from studio_align.quickstart.pipeline import run_quickstart
     show_default=True,
     help="Directory for data, stage checkpoints, router/ and report/.",
 )
-@click.option("--set", "overrides", multiple=True, help="Override a quickstart setting: key=value.")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a setting, e.g. --set sft.steps=200 (router keys: `config show router`).",
+)
 def quickstart(out_dir: Path, overrides: tuple[str, ...]) -> None:
     """Generate demo creator logs, train the router (SFT -> DPO -> GRPO), evaluate, report.
 

@@ -7,6 +7,7 @@ from pydantic import Field
 from studio_align.router.settings import FromLogsConfig as FromLogsConfig
 from studio_align.router.settings import PipelineResult as PipelineResult
 from studio_align.router.settings import RouterSettings
+from studio_align.router.settings import StageData as StageData
 from studio_align.router.settings import StageResult as StageResult
 
 
@@ -14,7 +15,7 @@ class QuickstartConfig(RouterSettings):
     """Sizes and steps of the quickstart loop (defaults fit 2 CPU cores in minutes): the
     router settings plus the demo generator's sizes and the grading demo switch."""
 
-    n_train: int | None = None  # None: sft_steps * batch_size, every example seen once
+    n_train: int | None = None  # None: sft.steps * batch_size, every example seen once
     n_val: int = 200
     n_heldout: int = 400
     n_creators: int = 40

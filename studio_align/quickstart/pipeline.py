@@ -37,6 +37,7 @@ from studio_align.plugins import get_host
 from studio_align.quickstart.config import (
     PipelineResult,
     QuickstartConfig,
+    StageData,
     StageResult,
 )
 from studio_align.quickstart.flow import run_flow
@@ -71,20 +72,27 @@ def run_quickstart(
     log(f"[1/{total}] data: generating demo requests and creator logs ...")
     t = time.perf_counter()
     with heartbeat("data", "generating and compiling"):
-        data = simulate_platform(
+        platform = simulate_platform(
             out,
             catalog,
             seed=cfg.seed,
-            n_train=cfg.n_train or cfg.sft_steps * cfg.batch_size,
+            n_train=cfg.n_train or cfg.sft.steps * cfg.batch_size,
             n_val=cfg.n_val,
             n_heldout=cfg.n_heldout,
             n_creators=cfg.n_creators,
             n_eval_creators=cfg.n_eval_creators,
         )
+    splits = platform["splits"]
+    data = StageData(
+        train=splits["train"],
+        val=splits["val"],
+        compiled=platform["compiled"],
+        eval_sets=platform["eval_sets"],
+    )
     timings = {"data": time.perf_counter() - t}
     n_logs = _count_lines(out / "data" / "creator_logs.jsonl")
     log(
-        f"      {len(data['splits']['train'])} labelled train, {len(data['splits']['heldout'])} "
+        f"      {len(data.train)} labelled train, {len(splits['heldout'])} "
         f"held-out, {n_logs} route events from {cfg.n_creators} creators, compiled in "
         f"{time.perf_counter() - t:.1f}s"
     )

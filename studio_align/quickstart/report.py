@@ -8,14 +8,14 @@ from typing import Any
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.quickstart.flow import flow_report_parts
 from studio_align.quickstart.grading import grading_notes
-from studio_align.router.settings import RouterSettings, StageResult
+from studio_align.router.settings import RouterSettings, StageData, StageResult
 from studio_align.router.stage_run import write_router_report
 
 
 def write_pipeline_report(
     report_dir: Path,
     stages: list[StageResult],
-    data: dict[str, Any],
+    data: StageData,
     router_dir: Path,
     cfg: RouterSettings,
     missing: list[str],

@@ -200,7 +200,7 @@ def _eval_sets(items: tuple[str, ...]) -> dict[str, str]:
     "overrides",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Override a setting, e.g. --set sft_steps=200 (keys: `config show router`).",
+    help="Override a setting, e.g. --set sft.steps=200 (keys: `config show router`).",
 )
 def train_router(
     logs: tuple[Path, ...], out_dir: Path, base: Path | None, init_from: Path | None,

@@ -7,15 +7,16 @@ Steps, numbered as printed (`[i/n]`):
    never dropped silently. Labelled routing examples are the logs' own (an accepted plan,
    a re-route's final plan) plus any `examples` files;
 2. the router stages of the quickstart (`stages.STAGES`, the same run-config builders and
-   the same tuned defaults, `RouterSettings`): SFT where labelled examples exist (from
+   the same defaults, `RouterSettings`): SFT where labelled examples exist (from
    scratch, from `init_from` or from a Hugging Face `base`), then DPO / KTO / GRPO from
    the route events, each calibrated on validation and scored after it;
 3. report: the last stage's checkpoint becomes `OUT/router/`, with `OUT/report/`.
 
 Design choices:
-- Every setting, inputs included, is one flat config (`FromLogsConfig`, the quickstart's
-  router settings plus the inputs) written to `OUT/config.toml` with absolute paths
-  before anything trains, so `--config OUT/config.toml` reruns the same run from anywhere.
+- Every setting, inputs included, is one config (`FromLogsConfig`: the quickstart's router
+  settings, one table per stage, plus the inputs) written to `OUT/config.toml` with
+  absolute paths before anything trains, so `--config OUT/config.toml` reruns the same
+  run from anywhere.
 - Evaluation sets: `creators` is the logs' held-out split (plans creators kept, on
   sessions never trained on) unless an `eval` file of that name is given (then the logs'
   held-out split is `logs_heldout`); the hand-written sets shipped with the package are
@@ -45,7 +46,7 @@ from studio_align.errors import ConfigError, DataError
 from studio_align.plugins import get_host
 from studio_align.router import eval as packaged
 from studio_align.router.data import read_examples
-from studio_align.router.settings import FromLogsConfig, PipelineResult, StageResult
+from studio_align.router.settings import FromLogsConfig, PipelineResult, StageData, StageResult
 from studio_align.router.stage_run import Log, finish_run, run_stage, write_router_report
 from studio_align.router.stages import stage_plan
 from studio_align.training.progress import heartbeat
@@ -94,7 +95,7 @@ def _check_start(cfg: FromLogsConfig) -> None:
 
 def prepare_log_data(
     out: Path, cfg: FromLogsConfig, catalog: Catalog
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[StageData, dict[str, Any]]:
     """Validate and compile the logs into OUT/compiled (invalid lines quarantined), gather
     the labelled examples, validation and evaluation sets; returns (data, counts)."""
     compiled, quarantine = out / "compiled", out / "quarantine" / "invalid.jsonl"
@@ -143,12 +144,7 @@ def prepare_log_data(
         "records": {k: v["train"] for k, v in records.items()},
         "labelled": {"train": len(train), "val": len(val)},
     }
-    data = {
-        "splits": {"train": train, "val": val},
-        "compiled": compiled,
-        "eval_sets": sets,
-        "base": cfg.base,
-    }
+    data = StageData(train=train, val=val, compiled=compiled, eval_sets=sets, base=cfg.base)
     return data, counts
 
 
@@ -156,7 +152,7 @@ def _plan(cfg: FromLogsConfig, counts: dict[str, Any]) -> tuple[list[str], list[
     """The stages to run and the ones skipped for want of records (with the reason)."""
     wanted = stage_plan(cfg)
     have = {"sft": counts["labelled"]["train"], **counts["records"]}
-    run = [s for s in wanted if have.get(_NEEDS[s], 0) > 0 and (s != "sft" or cfg.sft_steps > 0)]
+    run = [s for s in wanted if have.get(_NEEDS[s], 0) > 0 and (s != "sft" or cfg.sft.steps > 0)]
     skipped = [f"{s}: skipped (no {_NEEDS[s]} in the logs)" for s in wanted if s not in run]
     if "sft" not in run and cfg.init_from is None and cfg.base is None:
         raise DataError(
@@ -190,7 +186,7 @@ def train_router_from_logs(
     log(f"      train: {counts['labelled']['train']} labelled examples, "
         f"{rec['route_dpo_pairs']} re-route pairs, {rec['kto_samples']} KTO samples; "
         f"validation {counts['labelled']['val']}; evaluation sets: "
-        + ", ".join(f"{k} ({len(v)})" for k, v in data["eval_sets"].items()))  # fmt: skip
+        + ", ".join(f"{k} ({len(v)})" for k, v in data.eval_sets.items()))  # fmt: skip
     timings = {"data": time.perf_counter() - t0}
     stages: list[StageResult] = []
     current: Path | None = cfg.init_from  # what the next stage trains from
@@ -222,7 +218,7 @@ def train_router_from_logs(
             f"Logs: {lines['valid']} valid events, {lines['invalid']} quarantined; "
             f"settings in {out / 'config.toml'}.",
         ]  # fmt: skip
-        main_set = "creators" if "creators" in data["eval_sets"] else "handwritten_v2"
+        main_set = "creators" if "creators" in data.eval_sets else "handwritten_v2"
         try:
             with heartbeat("report", "scoring the final router and drawing the report"):
                 page = write_router_report(

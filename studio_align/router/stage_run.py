@@ -18,7 +18,7 @@ from studio_align.router.calibration import fit_calibration
 from studio_align.router.evaluate import errors, evaluate_router_sets
 from studio_align.router.report import write_report
 from studio_align.router.router import Router
-from studio_align.router.settings import PipelineResult, RouterSettings, StageResult
+from studio_align.router.settings import PipelineResult, RouterSettings, StageData, StageResult
 from studio_align.router.stages import STAGES, mixed_with_sft
 from studio_align.training.progress import heartbeat
 
@@ -40,7 +40,7 @@ def kept_rows(
 def calibrate_stage(
     checkpoint: Path,
     cfg: RouterSettings,
-    data: dict[str, Any],
+    data: StageData,
     reference: Path | None = None,
     *,
     min_rows: int = 40,
@@ -58,7 +58,7 @@ def calibrate_stage(
     Plans never change."""
     router = Router.load(checkpoint)
     router.calibration = None
-    val = packaged.load("handwritten_val") + list(data["splits"]["val"][:80])
+    val = packaged.load("handwritten_val") + list(data.val[:80])
     if reference is not None:
         requests = [r["request"] for r in val]
         plans, _ = router.route_raw(requests, batch_size=cfg.eval_batch_size)
@@ -67,10 +67,10 @@ def calibrate_stage(
         val = kept if len(kept) >= min_rows else val
     cal = fit_calibration(
         router,
-        data["splits"]["train"],
+        data.train,
         val,
-        target=cfg.abstain_target,
-        unfamiliarity_in_confidence=cfg.unfamiliarity_in_confidence,
+        target=cfg.calibration.abstain_target,
+        unfamiliarity_in_confidence=cfg.calibration.unfamiliarity_in_confidence,
     )
     cal.save(checkpoint)
 
@@ -101,7 +101,7 @@ def summary_line(r: StageResult) -> str:
 
 
 def run_stage(
-    name: str, out: Path, cfg: RouterSettings, data: dict[str, Any], current: Path | None,
+    name: str, out: Path, cfg: RouterSettings, data: StageData, current: Path | None,
     catalog: Catalog, missing: list[str], log: Log, sft: Path | None = None,
 ) -> StageResult:  # fmt: skip
     """Train stage `name` from `current`, then calibrate and evaluate it; a failure is
@@ -126,7 +126,7 @@ def run_stage(
     try:
         with heartbeat(name, "calibrating and evaluating"):  # a line at least every 20 s
             calibrate_stage(ckpt, cfg, data, sft if name != "sft" else None)
-            res.figures = evaluate_stage(ckpt, data["eval_sets"], cfg.eval_batch_size)
+            res.figures = evaluate_stage(ckpt, data.eval_sets, cfg.eval_batch_size)
     except Exception as e:  # the checkpoint stays; say why there are no figures
         res.status = "eval failed"
         missing.append(f"{name} evaluation: failed ({type(e).__name__}: {e})")
@@ -159,7 +159,7 @@ def finish_run(
 def write_router_report(
     report_dir: Path,
     stages: list[StageResult],
-    data: dict[str, Any],
+    data: StageData,
     router_dir: Path,
     cfg: RouterSettings,
     missing: list[str],
@@ -173,7 +173,7 @@ def write_router_report(
     """The final router's report: `main_set` as the main figures, every other evaluation
     set beside it, the pipeline's `notes` (and what was not run) and extra `images`."""
     router = Router.load(router_dir)
-    sets = data["eval_sets"]
+    sets = data.eval_sets
     scored = evaluate_router_sets(router, sets, batch_size=cfg.eval_batch_size)
     main, plans, confs = scored[main_set]
     extra = {name: r[0] for name, r in scored.items() if name != main_set}

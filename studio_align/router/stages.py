@@ -1,33 +1,65 @@
-"""The router stages of the quickstart, each built from the real nested run config a user
-would write (`train sft|dpo|kto|grpo --config`), saved as `stages/<stage>/config.toml`.
+"""The router stages of the quickstart, each built from the real run config a user would
+write (`train sft|dpo|kto|grpo --config`), saved as `stages/<stage>/config.toml`.
 
-`train router --logs` (`from_logs.py`) runs the same builders; its `data` may also carry
-`base` (a Hugging Face directory) for a stage that has no router checkpoint to start from."""
+Each run config (`sft_run_config`, `dpo_run_config`, ...) is assembled from typed pieces: the stage's own table of `RouterSettings`
+(its steps, its `[optim]`, and for DPO, KTO and GRPO the objective's section itself), the
+shared settings (seed, batch size, model) and what the pipeline fixes (where it runs, what
+it starts from, the compiled logs, the final checkpoint only). `train router --logs`
+(`from_logs.py`) runs the same builders; its `StageData.base` (a Hugging Face directory)
+starts a stage that has no router checkpoint to start from."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from studio_align.catalog import Catalog
 from studio_align.errors import ConfigError
 from studio_align.models.interpolate import interpolate_bundles
-from studio_align.router.settings import RouterSettings
+from studio_align.router.settings import RouterSettings, StageData
 from studio_align.router.task import RouterTask
-from studio_align.training.dpo import DPORunConfig, train_dpo
-from studio_align.training.grpo_run import GRPORunConfig, train_grpo
-from studio_align.training.kto import KTORunConfig, train_kto
-from studio_align.training.sft import SFTConfig, train_sft
+from studio_align.training.dpo import train_dpo
+from studio_align.training.dpo_config import DPOConfig, DPORunConfig
+from studio_align.training.grpo_config import GRPOConfig
+from studio_align.training.grpo_run import train_grpo
+from studio_align.training.grpo_run_config import GRPORunConfig, GRPOTrainConfig
+from studio_align.training.kto import train_kto
+from studio_align.training.kto_config import KTOConfig, KTORunConfig
+from studio_align.training.run_config import (
+    CheckpointConfig,
+    ModelSection,
+    OptimConfig,
+    RecordsSection,
+    TrainConfig,
+)
+from studio_align.training.sft import train_sft
+from studio_align.training.sft_config import SFTConfig
+
+S = TypeVar("S", bound=BaseModel)
 
 
-def _run_cfg(cfg: RouterSettings, run_dir: Path, steps: int, lr: float) -> dict[str, Any]:
-    return {
-        "run_dir": run_dir,
-        "train": {"steps": steps, "batch_size": cfg.batch_size, "seed": cfg.seed, "log_every": 20},
-        "optim": {"learning_rate": lr, "warmup_steps": min(20, steps // 10)},
-        "checkpoint": {"every": 0, "resume": False, "async_save": False},
-    }
+def _section(value: BaseModel, cls: type[S]) -> S:
+    """The fields of `value` that `cls` has, as a `cls`: a stage's table (which extends a run
+    config's section with the stage's steps and optimizer) as that section itself."""
+    return cls.model_validate(value.model_dump(include=set(cls.model_fields)))
+
+
+def _train(cfg: RouterSettings, steps: int) -> TrainConfig:
+    return TrainConfig(steps=steps, batch_size=cfg.batch_size, seed=cfg.seed, log_every=20)
+
+
+def _final_only() -> CheckpointConfig:
+    """A stage keeps its final model only: no periodic checkpoints, no resume."""
+    return CheckpointConfig(every=0, resume=False, async_save=False)
+
+
+def _records(data: StageData, stage: str) -> RecordsSection:
+    if data.compiled is None:
+        raise ConfigError(f"the {stage} stage needs compiled logs (StageData.compiled)")
+    return RecordsSection(dir=data.compiled)
 
 
 def mixed_with_sft(cfg: RouterSettings, sft: Path, tuned: Path) -> Path:
@@ -40,94 +72,132 @@ def mixed_with_sft(cfg: RouterSettings, sft: Path, tuned: Path) -> Path:
     return interpolate_bundles(sft, tuned, weight=cfg.tuned_weight, out=tuned.parent / "mixed")
 
 
-def _start(
-    start: Path | None, data: dict[str, Any], cfg: RouterSettings | None = None
-) -> dict[str, Any]:
-    """`[model]` for a stage continuing `start`, else from the Hugging Face `data["base"]`."""
+def _start(start: Path | None, data: StageData, train_encoder: bool = False) -> ModelSection:
+    """`[model]` for a stage continuing `start`, else from the Hugging Face `data.base`."""
     if start is not None:
-        if cfg is not None and cfg.train_encoder:
-            return {"init_from": start, "options": {"train_encoder": True}}
-        return {"init_from": start}
-    if data.get("base") is not None:
-        return {"base": data["base"]}
+        options = {"train_encoder": True} if train_encoder else {}
+        return ModelSection(init_from=start, options=options)
+    if data.base is not None:
+        return ModelSection(base=data.base)
     raise ConfigError("no router checkpoint (init_from) or base model to start from")
 
 
-def stage_sft(
-    out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
-) -> Path:
-    fresh: dict[str, Any] = {"preset": "router", "config": cfg.model, "vocab_size": cfg.vocab_size}
+def _sft_model(cfg: RouterSettings, data: StageData, start: Path | None) -> ModelSection:
+    """SFT's `[model]`: a fresh router (on the encoder unless `encoder = "none"`) when there is
+    nothing to start from, else the checkpoint or base it continues."""
+    if start is not None or data.base is not None:
+        return _start(start, data)
+    options: dict[str, Any] = {}
     if cfg.encoder != "none":
-        fresh["options"] = {"encoder": cfg.encoder, "train_encoder": cfg.train_encoder}
-    model = fresh if start is None and data.get("base") is None else _start(start, data)
-    run = _run_cfg(cfg, out / "stages" / "sft", cfg.sft_steps, cfg.sft_lr)
-    run["optim"]["ema_decay"] = cfg.sft_ema_decay
-    sc = SFTConfig.model_validate({**run, "model": model})
-    res = train_sft(
-        sc,
-        task=RouterTask(catalog, split_prob=cfg.sft_split_prob, split_seed=cfg.seed),
-        examples=data["splits"]["train"],
-        heldout=data["splits"]["val"],
+        options = {"encoder": cfg.encoder, "train_encoder": cfg.train_encoder}
+    return ModelSection(
+        preset="router", config=dict(cfg.model), vocab_size=cfg.vocab_size, options=options
     )
-    return Path(res.checkpoint)
+
+
+def sft_run_config(
+    out: Path, cfg: RouterSettings, data: StageData, start: Path | None
+) -> SFTConfig:
+    """The SFT stage's run config (`train sft --config` takes its `config.toml`)."""
+    s = cfg.sft
+    return SFTConfig(
+        run_dir=out / "stages" / "sft",
+        train=_train(cfg, s.steps),
+        optim=_section(s.optim, OptimConfig),
+        checkpoint=_final_only(),
+        model=_sft_model(cfg, data, start),
+    )
+
+
+def _replay(cfg: RouterSettings, data: StageData) -> list[dict[str, Any]] | None:
+    """What DPO's replay rehearses: the SFT split (the generator's labels in the quickstart,
+    the logs' labelled requests in `train router --logs`); none without labelled requests."""
+    return (data.train or None) if cfg.dpo.replay_alpha > 0 else None
+
+
+def dpo_run_config(
+    out: Path, cfg: RouterSettings, data: StageData, start: Path | None
+) -> DPORunConfig:
+    """The DPO stage's run config; `replay_alpha` is 0 when there is nothing to replay."""
+    s = cfg.dpo
+    dpo = _section(s, DPOConfig)
+    if _replay(cfg, data) is None:
+        dpo.replay_alpha = 0.0
+    return DPORunConfig(
+        run_dir=out / "stages" / "dpo",
+        train=_train(cfg, s.steps),
+        optim=_section(s.optim, OptimConfig),
+        checkpoint=_final_only(),
+        model=_start(start, data, cfg.train_encoder),
+        data=_records(data, "dpo"),
+        dpo=dpo,
+    )
+
+
+def kto_run_config(
+    out: Path, cfg: RouterSettings, data: StageData, start: Path | None
+) -> KTORunConfig:
+    """The KTO stage's run config."""
+    s = cfg.kto
+    return KTORunConfig(
+        run_dir=out / "stages" / "kto",
+        train=_train(cfg, s.steps),
+        optim=_section(s.optim, OptimConfig),
+        checkpoint=_final_only(),
+        model=_start(start, data, cfg.train_encoder),
+        data=_records(data, "kto"),
+        kto=_section(s, KTOConfig),
+    )
+
+
+def grpo_run_config(
+    out: Path, cfg: RouterSettings, data: StageData, start: Path | None
+) -> GRPORunConfig:
+    """The GRPO stage's run config: `train grpo`'s checkpoints and batch (a step is
+    `grpo.prompts_per_step` x `grpo.group_size` completions), the router's two rewards."""
+    s = cfg.grpo
+    return GRPORunConfig(
+        run_dir=out / "stages" / "grpo",
+        train=GRPOTrainConfig(steps=s.steps, seed=cfg.seed),
+        optim=_section(s.optim, OptimConfig),
+        model=_start(start, data, cfg.train_encoder),
+        data=_records(data, "grpo"),
+        grpo=_section(s, GRPOConfig),
+        rewards={"intent_accuracy": 1.0, "plan_validity": 0.5},
+    )
+
+
+def stage_sft(
+    out: Path, cfg: RouterSettings, data: StageData, start: Path | None, catalog: Catalog
+) -> Path:
+    task = RouterTask(catalog, split_prob=cfg.sft.split_prob, split_seed=cfg.seed)
+    rc = sft_run_config(out, cfg, data, start)
+    return Path(train_sft(rc, task=task, examples=data.train, heldout=data.val).checkpoint)
 
 
 def stage_dpo(
-    out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
+    out: Path, cfg: RouterSettings, data: StageData, start: Path | None, catalog: Catalog
 ) -> Path:
-    # replay rehearses the SFT split: the generator's labels (quickstart), the logs' labelled
-    # requests (`train router --logs`); none (a run without labelled requests): no replay
-    replay = (data.get("splits", {}).get("train") or None) if cfg.dpo_replay_alpha > 0 else None
-    rc = DPORunConfig.model_validate(
-        {
-            **_run_cfg(cfg, out / "stages" / "dpo", cfg.dpo_steps, cfg.dpo_lr),
-            "model": _start(start, data, cfg),
-            "data": {"dir": data["compiled"]},
-            "dpo": {
-                "beta": cfg.dpo_beta,
-                "nll_alpha": cfg.dpo_nll_alpha,
-                "replay_alpha": cfg.dpo_replay_alpha if replay else 0.0,
-            },
-        }
-    )
-    return Path(train_dpo(rc, task=RouterTask(catalog), replay=replay).checkpoint)
+    rc = dpo_run_config(out, cfg, data, start)
+    return Path(train_dpo(rc, task=RouterTask(catalog), replay=_replay(cfg, data)).checkpoint)
 
 
 def stage_kto(
-    out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
+    out: Path, cfg: RouterSettings, data: StageData, start: Path | None, catalog: Catalog
 ) -> Path:
-    rc = KTORunConfig.model_validate(
-        {
-            **_run_cfg(cfg, out / "stages" / "kto", cfg.kto_steps, cfg.kto_lr),
-            "model": _start(start, data, cfg),
-            "data": {"dir": data["compiled"]},
-        }
+    return Path(
+        train_kto(kto_run_config(out, cfg, data, start), task=RouterTask(catalog)).checkpoint
     )
-    return Path(train_kto(rc, task=RouterTask(catalog)).checkpoint)
 
 
 def stage_grpo(
-    out: Path, cfg: RouterSettings, data: dict[str, Any], start: Path | None, catalog: Catalog
+    out: Path, cfg: RouterSettings, data: StageData, start: Path | None, catalog: Catalog
 ) -> Path:
-    rc = GRPORunConfig.model_validate(
-        {
-            "run_dir": out / "stages" / "grpo",
-            "model": _start(start, data, cfg),
-            "data": {"dir": data["compiled"]},
-            "train": {"steps": cfg.grpo_steps, "seed": cfg.seed},
-            "grpo": {
-                "group_size": cfg.grpo_group,
-                "prompts_per_step": cfg.grpo_prompts,
-                "beta": cfg.grpo_beta,
-            },
-            "optim": {"learning_rate": cfg.grpo_lr, "decay": "constant"},
-            "rewards": {"intent_accuracy": 1.0, "plan_validity": 0.5},
-        }
-    )
+    rc = grpo_run_config(out, cfg, data, start)
     return Path(train_grpo(rc, task=RouterTask(catalog)).checkpoint)
 
 
-StageFn = Callable[[Path, RouterSettings, dict[str, Any], Any, Catalog], Path]
+StageFn = Callable[[Path, RouterSettings, StageData, Path | None, Catalog], Path]
 
 # name -> builder; each takes (out, cfg, data, starting checkpoint or None, catalog)
 STAGES: dict[str, StageFn] = {
@@ -145,6 +215,6 @@ def stage_plan(cfg: RouterSettings) -> list[str]:
         plan.append("dpo")
     if cfg.preference in ("kto", "dpo+kto"):
         plan.append("kto")
-    if cfg.grpo_steps > 0:
+    if cfg.grpo.steps > 0:
         plan.append("grpo")
     return plan

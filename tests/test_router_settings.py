@@ -1,0 +1,164 @@
+"""The router pipeline's settings: one table per stage, each that stage's own run-config
+section, shared by `quickstart` and `train router --logs`; the run configs the stages
+build from them (what `stages/<stage>/config.toml` holds), and the flat keys of the
+earlier shape refused in one line."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from studio_align.cli import main
+from studio_align.config import apply_overrides, dump_toml, validate
+from studio_align.errors import ConfigError
+from studio_align.quickstart.config import QuickstartConfig
+from studio_align.router.settings import MOVED, FromLogsConfig, RouterSettings, StageData
+from studio_align.router.stages import (
+    dpo_run_config,
+    grpo_run_config,
+    kto_run_config,
+    sft_run_config,
+    stage_plan,
+)
+from studio_align.training.dpo_config import DPORunConfig
+from studio_align.training.grpo_run_config import GRPORunConfig
+from studio_align.training.kto_config import KTORunConfig
+from studio_align.training.sft_config import SFTConfig
+
+ROWS = [
+    {"request": {"text": f"r{i}", "attachments": []}, "plan": ["audio.music"]} for i in range(5)
+]
+DATA = StageData(train=ROWS, val=ROWS[:2], compiled=Path("/logs/compiled"))
+SFT = Path("/runs/sft/model")
+
+
+def _settings(cls: type[RouterSettings], *overrides: str) -> RouterSettings:
+    base = {"logs": ["/logs"]} if cls is FromLogsConfig else {}
+    keys = [o.partition("=")[0] for o in overrides]
+    return validate(cls, apply_overrides(base, overrides), source="--set", overridden=keys)
+
+
+def test_stage_run_configs_carry_the_pipeline_defaults() -> None:
+    cfg = QuickstartConfig()
+    sft = sft_run_config(Path("/out"), cfg, DATA, None)
+    assert (sft.train.steps, sft.train.batch_size, sft.train.log_every) == (300, 32, 20)
+    assert (sft.optim.learning_rate, sft.optim.warmup_steps, sft.optim.ema_decay) == (
+        1e-3,
+        20,
+        None,
+    )
+    assert (sft.checkpoint.every, sft.checkpoint.resume, sft.checkpoint.async_save) == (
+        0,
+        False,
+        False,
+    )
+    assert sft.model.config["num_layers"] == 3 and sft.model.vocab_size == 1024
+    assert sft.model.options == {"encoder": "use-multilingual-v3", "train_encoder": False}
+    assert sft.run_dir == Path("/out/stages/sft")
+    dpo = dpo_run_config(Path("/out"), cfg, DATA, SFT)
+    assert (dpo.train.steps, dpo.optim.learning_rate, dpo.optim.warmup_steps) == (150, 1e-4, 15)
+    assert (dpo.dpo.beta, dpo.dpo.nll_alpha, dpo.dpo.replay_alpha) == (0.5, 2.0, 4.0)
+    assert dpo.model.init_from == SFT and dpo.data.dir == DATA.compiled
+    kto = kto_run_config(Path("/out"), cfg, DATA, SFT)
+    assert (kto.train.steps, kto.optim.learning_rate, kto.optim.warmup_steps) == (40, 1e-4, 4)
+    grpo = grpo_run_config(Path("/out"), cfg, DATA, SFT)
+    assert (grpo.train.steps, grpo.train.log_every, grpo.checkpoint.every) == (50, 1, 10)
+    assert (grpo.grpo.group_size, grpo.grpo.prompts_per_step, grpo.grpo.beta) == (8, 8, 0.0)
+    assert (grpo.optim.learning_rate, grpo.optim.decay, grpo.optim.warmup_steps) == (
+        1e-4,
+        "constant",
+        0,
+    )
+    assert (cfg.tuned_weight, cfg.eval_batch_size, cfg.calibration.abstain_target) == (
+        0.7,
+        128,
+        0.95,
+    )
+    assert stage_plan(cfg) == ["sft", "dpo", "grpo"]
+
+
+@pytest.mark.parametrize("cls", [QuickstartConfig, FromLogsConfig])
+def test_dotted_overrides_reach_the_stage_run_configs(cls: type[RouterSettings]) -> None:
+    cfg = _settings(
+        cls, "sft.steps=200", "sft.optim.learning_rate=5e-4", "dpo.beta=0.3",
+        "dpo.optim.warmup_steps=3", "kto.steps=300", "grpo.optim.learning_rate=3e-5",
+        "grpo.group_size=4", "calibration.abstain_target=0.9",
+    )  # fmt: skip
+    sft = sft_run_config(Path("/out"), cfg, DATA, None)
+    assert (sft.train.steps, sft.optim.learning_rate, sft.optim.warmup_steps) == (200, 5e-4, 20)
+    dpo = dpo_run_config(Path("/out"), cfg, DATA, SFT)
+    assert (dpo.dpo.beta, dpo.dpo.nll_alpha, dpo.optim.warmup_steps) == (0.3, 2.0, 3)
+    assert dpo.optim.learning_rate == 1e-4  # a sibling of a set key keeps the stage's default
+    assert kto_run_config(Path("/out"), cfg, DATA, SFT).optim.warmup_steps == 20  # at most 20
+    grpo = grpo_run_config(Path("/out"), cfg, DATA, SFT)
+    assert (grpo.optim.learning_rate, grpo.optim.decay, grpo.grpo.group_size) == (
+        3e-5,
+        "constant",
+        4,
+    )
+    assert cfg.calibration.abstain_target == 0.9
+    assert stage_plan(_settings(cls, "grpo.steps=0", "preference='kto'")) == ["sft", "kto"]
+
+
+def test_each_stage_config_is_what_train_kind_config_takes() -> None:
+    cfg = _settings(QuickstartConfig, "train_encoder=true", "dpo.loss_type='ipo'")
+    built = {
+        SFTConfig: sft_run_config(Path("/out"), cfg, DATA, None),
+        DPORunConfig: dpo_run_config(Path("/out"), cfg, DATA, SFT),
+        KTORunConfig: kto_run_config(Path("/out"), cfg, DATA, SFT),
+        GRPORunConfig: grpo_run_config(Path("/out"), cfg, DATA, SFT),
+    }
+    for cls, rc in built.items():
+        assert validate(cls, tomllib.loads(dump_toml(rc))) == rc
+    assert built[DPORunConfig].dpo.loss_type == "ipo"
+    assert built[DPORunConfig].model.options == {"train_encoder": True}
+
+
+def test_what_the_data_lacks_changes_the_stage() -> None:
+    cfg = QuickstartConfig()
+    no_labels = StageData(train=[], val=[], compiled=Path("/c"))
+    assert dpo_run_config(Path("/o"), cfg, no_labels, SFT).dpo.replay_alpha == 0.0  # no replay
+    base = StageData(train=ROWS, val=ROWS, compiled=Path("/c"), base=Path("/hf"))
+    assert sft_run_config(Path("/o"), cfg, base, None).model.base == Path("/hf")
+    assert dpo_run_config(Path("/o"), cfg, base, None).model.base == Path("/hf")
+    with pytest.raises(ConfigError, match="no router checkpoint"):
+        dpo_run_config(Path("/o"), cfg, DATA, None)
+    with pytest.raises(ConfigError, match="needs compiled logs"):
+        kto_run_config(Path("/o"), cfg, StageData(train=ROWS, val=ROWS), SFT)
+
+
+@pytest.mark.parametrize("cls", [QuickstartConfig, FromLogsConfig])
+def test_a_flat_key_of_the_earlier_shape_names_its_new_place(cls: type[RouterSettings]) -> None:
+    for old, new in MOVED.items():
+        with pytest.raises(ConfigError) as e:
+            _settings(cls, f"{old}=1")
+        assert f"`{old}` is now `{new}`" in str(e.value) and "\n" not in str(e.value)
+
+
+def _run(args: list[str]) -> tuple[int, str]:
+    res = CliRunner().invoke(main, args)
+    return res.exit_code, res.output
+
+
+def test_old_keys_stop_both_commands_in_one_line(tmp_path: Path) -> None:
+    old = tmp_path / "old.toml"
+    old.write_text('logs = ["/nowhere"]\ndpo_beta = 0.3\n', encoding="utf-8")
+    cases = {
+        "`sft_steps` is now `sft.steps`": ["quickstart", "--out", str(tmp_path / "q"),
+                                           "--set", "sft_steps=200"],
+        "`grpo_group` is now `grpo.group_size`": ["train", "router", "--logs", str(tmp_path),
+                                                  "--out", str(tmp_path / "o"),
+                                                  "--set", "grpo_group=4"],
+        f"{old}: `dpo_beta` is now `dpo.beta`": ["train", "router", "--config", str(old),
+                                                 "--out", str(tmp_path / "o")],
+    }  # fmt: skip
+    for needle, args in cases.items():
+        code, output = _run(args)
+        lines = [ln for ln in output.splitlines() if ln.strip()]
+        assert code == 2, (needle, code, output)
+        assert needle in output and "Traceback" not in output, output
+        assert len(lines) == 1, output
+    assert not (tmp_path / "q").exists() and not (tmp_path / "o").exists()  # nothing ran
