@@ -5,7 +5,7 @@
 Two baselines over Universal Sentence Encoder multilingual v3 vectors (the flax port,
 `models/encoders/use.py`) of the request text, with the attachments as three extra
 features, trained on the quickstart's training split (`demo_splits`, the quickstart's
-default size: sft_steps x batch_size = 25,600 examples) of each seed:
+default size: sft.steps x batch_size = 9,600 examples) of each seed:
 
 - **nearest neighbour**: the plan of the most similar training request (cosine) among
   those whose plan is valid for the request's attachments; confidence = the share of the
@@ -142,7 +142,7 @@ def figures(rows, pred, conf, plans) -> dict[str, Any]:
 
 def run_seed(seed: int, feats: Features) -> dict[str, Any]:
     q = QuickstartConfig()
-    n_train = q.n_train or q.sft_steps * q.batch_size
+    n_train = q.n_train or q.sft.steps * q.batch_size
     splits = demo_splits(seed=seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout)
     train = splits["train"]
     plans = sorted({tuple(r["plan"]) for r in train})

@@ -2,7 +2,7 @@
 validation.
 
     python bench/router_colloquial.py --out DIR --prob 0,0.3 [--langs zh] [--seeds 0,1] [--steps 800]
-        [--trial sft_steps=1200 --trial model.num_layers=4 ...] [--eval] [--json F]
+        [--trial sft.steps=1200 --trial model.num_layers=4 ...] [--eval] [--json F]
 
 For each colloquial probability and seed: the quickstart's data (`demo_splits`, the
 quickstart's sizes) with that fraction of training requests rewritten by
@@ -14,7 +14,7 @@ in-sample for calibration), the two pooled (`hw_val_all`, the figure a setting i
 on), the held-out-clause split (300) and the generator's validation split (200).
 
 `--trial k=v,k=v` (repeatable) trains one router per trial with those quickstart overrides
-on top of the defaults (`model.*` keys merge into the default model; `sft_steps` also sizes
+on top of the defaults (`model.*` keys merge into the default model; `sft.steps` also sizes
 the training split, as in the quickstart); no `--trial`: the defaults.
 
 `--unfam-conf` fits the calibration with the unfamiliarity in the confidence
@@ -36,7 +36,7 @@ from typing import Any
 
 from studio_align.config import apply_overrides, validate
 from studio_align.plugins import get_host
-from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart.config import QuickstartConfig, StageData
 from studio_align.router import eval as packaged
 from studio_align.router.calibration import fit_calibration
 from studio_align.router.evaluate import evaluate_router_sets
@@ -93,12 +93,12 @@ def run_one(
     wide: float = 0.0,
     unfam_conf: bool = False,
 ) -> dict[str, Any]:
-    extra = [f"seed={seed}", f"sft_steps={steps}", *(t for t in trial.split(",") if t)]
+    extra = [f"seed={seed}", f"sft.steps={steps}", *(t for t in trial.split(",") if t)]
     base = QuickstartConfig().model_dump()
     cfg = validate(QuickstartConfig, apply_overrides(base, extra), source="--trial")
     splits = demo_splits(
         seed=seed,
-        n_train=cfg.sft_steps * cfg.batch_size,
+        n_train=cfg.sft.steps * cfg.batch_size,
         n_val=cfg.n_val,
         n_heldout=cfg.n_heldout,
         colloquial_prob=prob,
@@ -112,7 +112,8 @@ def run_one(
     t0 = time.perf_counter()
     ckpt = run / "stages" / "sft" / "model"
     if not (reuse and (ckpt / "router.json").exists()):
-        ckpt = stage_sft(run, cfg, {"splits": splits}, None, get_host().catalog)
+        data = StageData(train=splits["train"], val=splits["val"])
+        ckpt = stage_sft(run, cfg, data, None, get_host().catalog)
     seconds = time.perf_counter() - t0
     router = Router.load(ckpt)
     router.calibration = None
@@ -121,7 +122,7 @@ def run_one(
         router,
         splits["train"],
         cal_val,
-        target=cfg.abstain_target,
+        target=cfg.calibration.abstain_target,
         unfamiliarity_in_confidence=unfam_conf,
     )
     sets = val_sets(splits) | (eval_sets(splits) if with_eval else {})
@@ -131,7 +132,7 @@ def run_one(
         "prob": prob,
         "langs": list(langs),
         "seed": seed,
-        "steps": cfg.sft_steps,
+        "steps": cfg.sft.steps,
         "trial": trial,
         "wide": wide,
         "unfam_conf": unfam_conf,
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--langs", default="en,zh", help="languages the lever rewrites")
     ap.add_argument("--wide", default="0", help="wider-lexicon fractions, comma-separated")
     ap.add_argument("--seeds", default="0")
-    ap.add_argument("--steps", type=int, default=QuickstartConfig().sft_steps)
+    ap.add_argument("--steps", type=int, default=QuickstartConfig().sft.steps)
     ap.add_argument("--trial", action="append", default=[], help="k=v,k=v overrides")
     ap.add_argument("--eval", action="store_true", help="also score v1, v2 and held-out")
     ap.add_argument("--reuse", action="store_true", help="score a router already trained in OUT")

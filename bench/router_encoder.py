@@ -16,9 +16,10 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from studio_align.catalog import default_catalog
-from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart.config import QuickstartConfig, StageData
 from studio_align.router import eval as packaged
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.router import Router
@@ -35,14 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scratch", action="store_true", help="the from-scratch router")
     ap.add_argument("--train-encoder", action="store_true")
     args = ap.parse_args(argv)
-    q = QuickstartConfig(seed=args.seed, sft_steps=args.steps)
+    sft: dict[str, Any] = {"steps": args.steps}
     if args.lr is not None:
-        q = q.model_copy(update={"sft_lr": args.lr})
-    n_train = q.n_train or q.sft_steps * q.batch_size
+        sft["optim"] = {"learning_rate": args.lr}
+    q = QuickstartConfig.model_validate({
+        "seed": args.seed, "sft": sft, "train_encoder": args.train_encoder,
+        "encoder": "none" if args.scratch else "use-multilingual-v3",
+    })  # fmt: skip
+    n_train = q.n_train or q.sft.steps * q.batch_size
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout)
-    q = q.model_copy(update={"encoder": "none" if args.scratch else "use-multilingual-v3",
-                             "train_encoder": args.train_encoder})  # fmt: skip
-    data = {"splits": splits}
+    data = StageData(train=splits["train"], val=splits["val"])
     catalog = default_catalog()
     t0 = time.perf_counter()
     ckpt = stage_sft(args.out, q, data, None, catalog)

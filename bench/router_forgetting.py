@@ -1,7 +1,7 @@
 """Forgetting after preference tuning (issue 14): label accuracy where creators agree.
 
     python bench/router_forgetting.py SFT_CKPT --out DIR [--stages dpo,grpo,kto]
-        [--set sft_steps=800 ...] [--trial dpo_lr=3e-5,dpo_nll_alpha=4 --trial ...] [--eval]
+        [--set sft.steps=800 ...] [--trial dpo.optim.learning_rate=3e-5,dpo.nll_alpha=4 --trial ...] [--eval]
 
 Runs the quickstart's preference stages with the given overrides from an existing SFT
 checkpoint (`dpo` and `kto` start from SFT, as `preference=dpo` / `preference=kto` do;
@@ -36,7 +36,7 @@ from typing import Any
 from studio_align.config import apply_overrides, validate
 from studio_align.models.interpolate import interpolate_bundles
 from studio_align.plugins import get_host
-from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart.config import QuickstartConfig, StageData
 from studio_align.router import eval as packaged
 from studio_align.router.data import read_examples
 from studio_align.router.evaluate import evaluate_router
@@ -54,20 +54,33 @@ def agreed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r, m in zip(rows, maj, strict=True) if r["plan"] == m["plan"]]
 
 
-def existing_data(d: Path, catalog: Any) -> dict[str, Any]:
+def existing_data(d: Path, catalog: Any) -> StageData:
     """A finished quickstart run's data (its own validation split, logs and held-out set, and
-    its SFT training split, which `dpo_replay_alpha` replays)."""
+    its SFT training split, which `dpo.replay_alpha` replays)."""
     train = read_examples(d / "train.jsonl") if (d / "train.jsonl").is_file() else []
-    return {
-        "splits": {"val": read_examples(d / "val.jsonl"), "train": train},
-        "compiled": d / "compiled",
-        "eval_sets": {
+    return StageData(
+        train=train,
+        val=read_examples(d / "val.jsonl"),
+        compiled=d / "compiled",
+        eval_sets={
             "heldout": read_examples(d / "heldout.jsonl"),
             "handwritten": packaged.load("handwritten_v1"),
             "handwritten_v2": packaged.load("handwritten_v2"),
             "creators": read_examples(d / "creators_eval.jsonl"),
         },
-    }
+    )
+
+
+def generated_data(out: Path, catalog: Any, cfg: QuickstartConfig) -> StageData:
+    """The quickstart's simulated platform for `cfg`, generated into OUT."""
+    platform = simulate_platform(
+        out, catalog, seed=cfg.seed, n_train=cfg.n_train or cfg.sft.steps * cfg.batch_size,
+        n_val=cfg.n_val, n_heldout=cfg.n_heldout, n_creators=cfg.n_creators,
+        n_eval_creators=cfg.n_eval_creators,
+    )  # fmt: skip
+    splits = platform["splits"]
+    return StageData(train=splits["train"], val=splits["val"], compiled=platform["compiled"],
+                     eval_sets=platform["eval_sets"])  # fmt: skip
 
 
 def score(
@@ -113,27 +126,23 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     catalog = get_host().catalog
     base = validate(QuickstartConfig, apply_overrides({}, args.overrides), source="--set")
-    data = existing_data(args.data, catalog) if args.data else simulate_platform(
-        args.out, catalog, seed=base.seed, n_train=base.n_train or base.sft_steps * base.batch_size,
-        n_val=base.n_val, n_heldout=base.n_heldout, n_creators=base.n_creators,
-        n_eval_creators=base.n_eval_creators,
-    )  # fmt: skip
+    data = (
+        existing_data(args.data, catalog) if args.data else generated_data(args.out, catalog, base)
+    )
     clause = agreed(heldout_clause_examples(args.clause_n, seed=CLAUSE_SEED))
     hw_val = agreed(packaged.load("handwritten_val"))
     hw_val2 = agreed(packaged.load("handwritten_val2"))
     sets = {
-        "val_agreed": agreed(list(data["splits"]["val"])),
+        "val_agreed": agreed(list(data.val)),
         "val_hw_agreed": hw_val,
         "val_hw2_agreed": hw_val2,
         "val_hw_all_agreed": hw_val + hw_val2,
         "val_clause_agreed": clause,
         "val_pooled_agreed": clause + hw_val,
-        "val_creators_finals": read_examples(
-            data["compiled"] / "heldout" / "routing_examples.jsonl"
-        ),
+        "val_creators_finals": read_examples(data.compiled / "heldout" / "routing_examples.jsonl"),
     }
     if args.eval:
-        ev = data["eval_sets"]
+        ev = data.eval_sets
         sets |= {
             "heldout_agreed": agreed(ev["heldout"]),
             "hw_v1_agreed": agreed(ev["handwritten"]),

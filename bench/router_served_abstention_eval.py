@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart.config import QuickstartConfig, StageData
 from studio_align.router import eval as packaged
 from studio_align.router.data import read_examples
 from studio_align.router.evaluate import evaluate_router_sets
@@ -19,12 +19,9 @@ from studio_align.simulate.router.creators import majority_plans
 
 seed = int(sys.argv[1])
 qs = Path(sys.argv[2]) / f"qs{seed}"
-data = {
-    "splits": {
-        "train": read_examples(qs / "data/train.jsonl"),
-        "val": read_examples(qs / "data/val.jsonl"),
-    }
-}
+data = StageData(
+    train=read_examples(qs / "data/train.jsonl"), val=read_examples(qs / "data/val.jsonl")
+)
 d = qs / "abstain" / "final"
 if d.exists():
     shutil.rmtree(d)
