@@ -13,7 +13,7 @@ from studio_align.router.settings import StageResult as StageResult
 
 class QuickstartConfig(RouterSettings):
     """Sizes and steps of the quickstart loop (defaults fit 2 CPU cores in minutes): the
-    router settings plus the demo generator's sizes and the grading demo switch."""
+    router settings plus the demo generator's sizes and the grading and flow switches."""
 
     n_train: int | None = None  # None: sft.steps * batch_size, every example seen once
     n_val: int = 200
@@ -21,7 +21,7 @@ class QuickstartConfig(RouterSettings):
     n_creators: int = 40
     n_eval_creators: int = 12
     grading: bool = True  # also run the colour-grading vertical on platform-shaped files
-    # also align the packaged flow generator to simulated creators: 68 s of a 348 s
-    # fresh-clone quickstart at load 0.9-1.5 (docs/flow.md, "Quickstart stage")
+    # also align the packaged flow generator to simulated creators; measured cost: about a
+    # fifth of the quickstart's time (docs/experiments/flow-quickstart-stage-timing.md)
     flow: bool = True
     flow_grpo_steps: int = Field(20, ge=1)
