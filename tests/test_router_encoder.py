@@ -25,6 +25,7 @@ from studio_align.models.encoders.protocol import encode_texts
 from studio_align.models.encoders.use import _processor, load_use, package_resources
 from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.router import eval as packaged
+from studio_align.router.calibration import fit_calibration
 from studio_align.router.format import BOS, EOS, PAD, UNK, encode_prompt, special_tokens
 from studio_align.router.memory import ExemplarMemory
 from studio_align.router.router import Router, save_router
@@ -114,6 +115,10 @@ def test_the_memory_compares_the_pretrained_sentence_vectors(tmp_path: Path, tok
     ref = encode_texts(model.encoder, [r["text"] for r in requests])
     cos = (keys * ref).sum(-1) / np.linalg.norm(keys, axis=-1) / np.linalg.norm(ref, axis=-1)
     assert keys.shape == (8, 512) and cos.min() >= 0.999
+    # calibration's unfamiliarity model still measures the decoder's `<plan>` states
+    val = packaged.load("handwritten_val")[:40]
+    fit_calibration(router, val, val)
+    assert router.plan_states(requests).shape == (8, model.cfg.decoder.d_model)
     # `decide` looks up with the same keys: a remembered request comes back from memory
     router.remember(requests[:1], [["audio.music"]], ["c1"])
     d = router.decide(requests[:1], creators=["c1"])[0]

@@ -523,6 +523,14 @@ class Router:
             out.append(keys[: len(chunk)])
         return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
+    def plan_states(self, requests: Sequence[Any], *, batch_size: int = 64) -> np.ndarray:
+        """The decoder's state at `<plan>` of each request [N, D], from the decoding pass
+        (what the unfamiliarity model of `calibration.py` measures distances in)."""
+        out = []
+        for s in range(0, len(requests), batch_size):
+            out.append(self.analyse(list(requests[s : s + batch_size]))[1].hidden)
+        return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
     def model_decisions(self, chunk: Sequence[Any]) -> tuple[list[dict[str, Any]], np.ndarray]:
         """The model's own decision for each request (before the memory) and the
         embeddings the memory compares, from one pass."""
