@@ -11,8 +11,9 @@ from click.testing import CliRunner
 from flow_helpers import tiny_model
 
 from studio_align.cli import main
+from studio_align.simulate.flow.creators import CREATORS
+from studio_align.simulate.flow.selections import selection_logs
 from studio_align.verticals.flow.checkpoint import load_flow, save_flow
-from studio_align.verticals.flow.creators import CREATORS, selection_logs
 from studio_align.verticals.flow.data import label, make_dataset
 
 pytestmark = pytest.mark.slow  # compiles the DiT step: ~20 s of CPU

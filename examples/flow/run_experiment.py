@@ -20,6 +20,8 @@ from pathlib import Path
 import jax
 
 from studio_align.plugins import PluginHost
+from studio_align.simulate.flow.creators import CREATORS
+from studio_align.simulate.flow.selections import collect_selections
 from studio_align.verticals.flow.align import FlowDPOConfig, FlowGRPOConfig
 from studio_align.verticals.flow.experiment import run_seed, summarise
 from studio_align.verticals.flow.guards import GuardConfig
@@ -65,6 +67,9 @@ def main() -> None:
             out / f"seed{seed}",
             seed=seed,
             host=host,
+            collect=collect_selections,
+            creators=tuple(CREATORS),
+            judge="flow_taste",
             algorithms=args.algorithms,
             grpo=grpo,
             dpo=FlowDPOConfig(steps=args.dpo_steps),

@@ -25,6 +25,7 @@ from typing import Any
 import jax
 
 from studio_align.plugins import PluginHost
+from studio_align.simulate.flow.selections import collect_selections
 from studio_align.verticals.flow.align import FlowDPOConfig, FlowGRPOConfig
 from studio_align.verticals.flow.evaluate import compare
 from studio_align.verticals.flow.experiment import (
@@ -107,14 +108,16 @@ def main() -> None:
     host = PluginHost.default()
     host.load_module("studio_align.verticals.flow.plugin", origin="builtin")
     root = Path(args.out) / f"seed{args.seed}"
-    prep = prepare(root, seed=args.seed, host=host, creators=args.creators)
+    prep = prepare(root, seed=args.seed, host=host, collect=collect_selections,
+                   creators=args.creators)  # fmt: skip
+    judge = host.reward("flow_taste")
     cache: dict = {}
 
-    def figures(model: Any, taste: Any) -> dict[str, Any]:
-        rep = compare(prep["base"], model, taste, data_images=prep["data"],
+    def figures(model: Any, creator: str) -> dict[str, Any]:
+        rep = compare(prep["base"], model, creator, judge, data_images=prep["data"],
                       n_per_set=args.n_eval, scorer=prep["scorer"], base_samples=cache,
                       seed=args.eval_seed, splits=("train",),
-                      chosen=chosen_images(prep, taste.name))["train"]  # fmt: skip
+                      chosen=chosen_images(prep, creator))["train"]  # fmt: skip
         return {"win": rep["win_rate"], "div": rep["diversity/ratio"], "fd": rep["fd/ratio"],
                 "fd_chosen": rep["fd_chosen/ratio"],
                 "reward": [rep["reward/base"], rep["reward/aligned"]]}  # fmt: skip
@@ -126,27 +129,26 @@ def main() -> None:
         if args.curve and "check_every" not in guard:
             guard = {**guard, "check_every": args.curve}
         g = FlowGRPOConfig(seed=args.seed).model_copy(update=upd)
-        by_name = {t.name: t for t in prep["tastes"]}
-        for taste in [by_name[c] for c in (args.align or by_name)]:
+        for creator in args.align or prep["creators"]:
             t0 = time.perf_counter()
             checks: list[int] = []
 
             def curve(
                 model: Any,
-                taste: Any = taste,
+                creator: str = creator,
                 checks: list[int] = checks,
                 name: str = name,
                 every: int = GuardConfig(**guard).check_every,
             ) -> None:
                 checks.append(every * (len(checks) + 1))
-                print(json.dumps({"curve": name, "creator": taste.name, "step": checks[-1],
-                                  **figures(model, taste)}, default=float), flush=True)  # fmt: skip
+                print(json.dumps({"curve": name, "creator": creator, "step": checks[-1],
+                                  **figures(model, creator)}, default=float), flush=True)  # fmt: skip
 
             model, extra = align(
                 prep,
-                taste,
+                creator,
                 "grpo",
-                root / name / taste.name,
+                root / name / creator,
                 host=host,
                 grpo=g,
                 dpo=FlowDPOConfig(),
@@ -155,8 +157,8 @@ def main() -> None:
             )
             secs = time.perf_counter() - t0
             up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-            print(json.dumps({"config": name, "creator": taste.name, **figures(model, taste),
-                              "taste_fd": taste_fd_ratio(prep, taste.name), "extra": extra,
+            print(json.dumps({"config": name, "creator": creator, **figures(model, creator),
+                              "taste_fd": taste_fd_ratio(prep, creator), "extra": extra,
                               "seconds": secs, "uptime": up}, default=float), flush=True)  # fmt: skip
 
 

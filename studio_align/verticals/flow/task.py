@@ -12,8 +12,10 @@
   condition from the prompt; `[model] options.creator` keeps one creator's pairs), the
   reference = the starting weights, `dpo.beta` as Diffusion-DPO's beta (thousands: the
   velocity errors are per-pixel means). `diffusion_dpo` is the same for library callers.
-- `evaluate`: paired win rate under every simulated creator's hidden utility, diversity
-  and Fréchet-distance ratios against the packaged base, on the held-out tag sets.
+- `evaluate`: diversity and Fréchet-distance ratios against the packaged base on the
+  held-out tag sets; with a judge (`[model] options.judge`, a reward taken by name from
+  the plugin host, and `options.creators`), per creator also the paired win rate under
+  it (the demo's judge `flow_taste` is a simulated creator's hidden taste).
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from PIL import Image
 
 from studio_align.errors import ConfigError, DataError
 from studio_align.generation.flow_sampler import SDEConfig
+from studio_align.plugins import get_host
 from studio_align.tasks import StartingPoint
 from studio_align.verticals.flow.align import DPOBatches, FlowDPOConfig, flow_dpo, make_dpo_loss
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
-from studio_align.verticals.flow.creators import CREATORS
 from studio_align.verticals.flow.data import encode, make_dataset
 from studio_align.verticals.flow.evaluate import compare, conditions
 from studio_align.verticals.flow.policy import FlowPolicy
@@ -163,13 +165,24 @@ class FlowTask:
     def evaluate(
         self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
     ) -> dict[str, float]:
+        opts = start.state.get("options", {})
+        judge_name, creators = opts.get("judge"), list(opts.get("creators") or ())
+        if (judge_name is None) != (not creators):
+            raise ConfigError(
+                "model.options: 'judge' and 'creators' go together (a judge scores per creator)"
+            )
+        judge = get_host().reward(str(judge_name)) if judge_name is not None else None
         base, _ = load_flow(BASE_WEIGHTS)
         data = make_dataset(512, seed=0)[0].astype(np.float32) / 255.0
         out: dict[str, float] = {}
         cache: dict[str, np.ndarray] = {}
-        for name, taste in CREATORS.items():
-            rep = compare(base, start.model, taste, data_images=data, n_per_set=8,
-                          base_samples=cache)  # fmt: skip
+        if judge is None:
+            rep = compare(base, start.model, data_images=data, n_per_set=8, base_samples=cache,
+                          splits=("heldout",))  # fmt: skip
+            return {f"heldout/{k}": rep["heldout"][k] for k in ("diversity/ratio", "fd/ratio")}
+        for name in creators:
+            rep = compare(base, start.model, str(name), judge, data_images=data, n_per_set=8,
+                          base_samples=cache, splits=("heldout",))  # fmt: skip
             for k in ("win_rate", "diversity/ratio", "fd/ratio"):
                 out[f"{name}/heldout/{k}"] = rep["heldout"][k]
         return out
