@@ -44,8 +44,10 @@ def main() -> None:
     ap.add_argument("--stop-diversity", type=float, default=None, help="early stop: div ratio")
     args = ap.parse_args()
     given = lambda **kw: {k: v for k, v in kw.items() if v is not None}  # noqa: E731
-    grpo = FlowGRPOConfig(**given(steps=args.grpo_steps, learning_rate=args.grpo_lr,
-                                  beta=args.grpo_beta))  # fmt: skip
+    grpo = FlowGRPOConfig.model_validate(
+        {"train": given(steps=args.grpo_steps), "optim": {**FlowGRPOConfig().optim.model_dump(),
+         **given(learning_rate=args.grpo_lr)}, **given(beta=args.grpo_beta)}
+    )  # fmt: skip
     guards = (GuardConfig.off() if args.no_guards else GuardConfig()).model_copy(
         update=given(
             diversity_weight=args.diversity,

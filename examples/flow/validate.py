@@ -90,6 +90,16 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
 }
 
 
+def grpo_config(seed: int, upd: dict[str, Any]) -> FlowGRPOConfig:
+    """`FlowGRPOConfig` from a CONFIGS entry (`steps`, `learning_rate` in their sections)."""
+    flat = dict(upd)
+    train = {"seed": seed, **({"steps": flat.pop("steps")} if "steps" in flat else {})}
+    optim = FlowGRPOConfig().optim.model_dump()
+    if "learning_rate" in flat:
+        optim["learning_rate"] = flat.pop("learning_rate")
+    return FlowGRPOConfig.model_validate({"train": train, "optim": optim, **flat})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="runs/flow/val")
@@ -128,7 +138,7 @@ def main() -> None:
             upd = {**upd, "steps": args.steps}
         if args.curve and "check_every" not in guard:
             guard = {**guard, "check_every": args.curve}
-        g = FlowGRPOConfig(seed=args.seed).model_copy(update=upd)
+        g = grpo_config(args.seed, upd)
         for creator in args.align or prep["creators"]:
             t0 = time.perf_counter()
             checks: list[int] = []

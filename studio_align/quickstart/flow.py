@@ -32,7 +32,8 @@ def run_flow(
         with heartbeat("flow", "creators select, reward model, Flow-GRPO per creator"):
             rep = quickstart_stage(out, host=get_host(), collect=collect_selections,
                                    creators=tuple(CREATORS), judge="flow_taste", seed=cfg.seed,
-                                   grpo=FlowGRPOConfig(steps=cfg.flow_grpo_steps))  # fmt: skip
+                                   grpo=FlowGRPOConfig.model_validate(
+                                       {"train": {"steps": cfg.flow_grpo_steps}}))  # fmt: skip
     except Exception as e:
         missing.append(f"flow: failed ({type(e).__name__}: {e})")
         (out / "flow_error.txt").write_text(traceback.format_exc(), encoding="utf-8")

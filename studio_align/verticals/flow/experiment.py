@@ -203,7 +203,7 @@ def run_seed(
     t0 = time.perf_counter()
     prep = prepare(root, seed=seed, host=host, collect=collect, creators=creators,
                    base_path=base_path)  # fmt: skip
-    g = (grpo or FlowGRPOConfig()).model_copy(update={"seed": seed})
+    g = (grpo or FlowGRPOConfig()).with_seed(seed)
     d = (dpo or FlowDPOConfig()).model_copy(update={"seed": seed})
     rm = prep["rm"]
     report: dict[str, Any] = {
