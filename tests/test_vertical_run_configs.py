@@ -62,3 +62,16 @@ def test_flow_grpo_config_runs_the_shared_loop_sections():
                       ("learning_rate", "optim.learning_rate")):  # fmt: skip
         with pytest.raises(ConfigError, match=f"`{key}` moved to .* write {dest} = 1"):
             validate(FlowGRPOConfig, {key: 1})
+
+
+def test_every_built_in_task_start_takes_what_the_trainers_pass():
+    """`train grpo|ppo` pass `reference=`, `train sft|distill` `records=`: a task whose
+    `start` lacks one fails only when that trainer runs (as `train grpo --task flow` did)."""
+    import inspect
+
+    from studio_align.plugins import PluginHost
+
+    host = PluginHost.default(entry_points=True)
+    for name in ("router", "grading", "flow"):
+        params = inspect.signature(host.task(name).start).parameters
+        assert {"seed", "records", "reference"} <= set(params), (name, list(params))

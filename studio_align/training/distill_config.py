@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from studio_align.config import Strict
-from studio_align.training.grpo_run_config import SamplingSection
+from studio_align.training.policy_run_config import SamplingSection
 from studio_align.training.run_config import ModelSection, RecordsSection, TrainRunConfig
 
 

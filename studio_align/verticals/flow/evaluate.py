@@ -109,7 +109,7 @@ def judge_scores(judge: Reward, images: np.ndarray, creator: str) -> np.ndarray:
     """`judge`'s score of each image ([..., H, W, 3] in [0, 1], flattened) for `creator`,
     float64; a judge without an opinion on an image is an error naming both."""
     flat = images.reshape(-1, *images.shape[-3:])
-    columns = {"images": flat, "creators": [creator] * len(flat)}
+    columns: dict[str, Any] = {"images": flat, "creators": [creator] * len(flat)}
     scores = score_batch({judge.name: judge}, columns=columns).per_reward[judge.name]
     if np.isnan(scores).any():
         raise ConfigError(f"judge {judge.name!r} has no opinion on creator {creator!r}'s images")

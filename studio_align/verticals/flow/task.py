@@ -1,7 +1,8 @@
 """`FlowTask`: the flow generator as a `studio_align.tasks.Task` (registered as `flow`).
 
 - `start`: the model from `[model] init_from` (a flow checkpoint) or the packaged base
-  weights; the reference is a frozen copy of the same weights.
+  weights; the reference (unless the trainer says it needs none) is a frozen copy of
+  the same weights.
 - `grpo`: `grpo_prompts` turns selection records (`prompt` = "vertical: tag, tag",
   `creator`) into one prompt per distinct (tag set, creator); `policy` is a `FlowPolicy`
   over those conditions; `reward_context` offers the reward model given as
@@ -87,14 +88,16 @@ class FlowTask:
     record_kinds: Mapping[str, str] = {"grpo": "selection_pairs", "dpo": "selection_pairs"}
 
     def start(
-        self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = ()
-    ) -> StartingPoint:
+        self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = (),
+        reference: bool = True,
+    ) -> StartingPoint:  # fmt: skip
         path = getattr(model, "init_from", None) or BASE_WEIGHTS
         flow, meta = load_flow(path)
         options = dict(getattr(model, "options", None) or {})
         return StartingPoint(
-            model=flow, reference=clone(flow), state={"meta": meta, "options": options}
-        )
+            model=flow, reference=clone(flow) if reference else None,
+            state={"meta": meta, "options": options},
+        )  # fmt: skip
 
     def grpo_prompts(
         self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
