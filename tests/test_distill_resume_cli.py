@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_route_workspace
+from conftest import add_tiny_router, make_route_workspace
 from resume_cli import killed_and_resumed
 
 pytestmark = pytest.mark.slow  # three CLI runs in subprocesses
@@ -18,17 +18,10 @@ pytestmark = pytest.mark.slow  # three CLI runs in subprocesses
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from flax import nnx
-
-    from studio_align.models.config import ModelConfig
-    from studio_align.models.transformer import Transformer
     from studio_align.router.ensemble import save_ensemble
-    from studio_align.router.router import Router, save_router
 
     ws = make_route_workspace(tmp_path_factory.mktemp("distill-resume"), train_creators=6)
-    r = Router.load(ws / "router")
-    other = Transformer(ModelConfig.tiny(r.tokenizer.vocab_size), rngs=nnx.Rngs(1))
-    save_router(ws / "router1", other, r.tokenizer, r.catalog, max_steps=3)
+    add_tiny_router(ws, "router1", seed=1)
     save_ensemble([ws / "router", ws / "router1"], ws / "ens")
     return ws
 

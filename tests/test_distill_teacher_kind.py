@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import make_route_workspace
+from conftest import add_tiny_router, make_route_workspace
 
 from studio_align.cli import main
 from studio_align.config import validate
@@ -28,20 +28,9 @@ def test_an_unknown_teacher_kind_is_one_line() -> None:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from flax import nnx
-
-    from studio_align.models.config import ModelConfig
-    from studio_align.models.transformer import Transformer
-    from studio_align.router.format import build_tokenizer
-    from studio_align.router.router import Router, save_router
-
     ws = make_route_workspace(tmp_path_factory.mktemp("teacher-kind"), train_creators=4)
-    r = Router.load(ws / "router")
-    bigger = Transformer(ModelConfig.tiny(r.tokenizer.vocab_size), rngs=nnx.Rngs(1))
-    save_router(ws / "teacher", bigger, r.tokenizer, r.catalog, max_steps=3)
-    other_tok = build_tokenizer(["make a poster", "animate this"], r.catalog, vocab_size=300)
-    other = Transformer(ModelConfig.tiny(other_tok.vocab_size), rngs=nnx.Rngs(2))
-    save_router(ws / "other", other, other_tok, r.catalog, max_steps=3)
+    add_tiny_router(ws, "teacher", seed=1)
+    add_tiny_router(ws, "other", seed=2, vocab_size=300)
     return ws
 
 
