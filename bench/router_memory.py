@@ -1,14 +1,15 @@
 """Memory curve (issue 14): agreement with a simulated creator against the number of that
 creator's feedback events, with no training.
 
-    python bench/router_memory.py OUT/router [--events 0 10 50 200] [--json F]
+    python bench/router_memory.py OUT/router [--events 0 10 50 200] [--key sentence|plan_state] [--json F]
 
 For each simulated creator (fresh ones, drawn from the demo population of tastes, writing
 with the generator's held-out phrasings): the first N of its route events that were
 accepted or re-routed become exemplars (`Router.remember`, the creator's final plan), and
 agreement is the exact-plan match with the creator's own preferred plan on 60 further
 requests of that creator. The memory's similarity threshold is chosen on separate
-validation creators (at N = 50), never on the reported ones.
+validation creators (at N = 50), never on the reported ones. `--key` picks what the
+memory compares (`Router.memory_keys`; default: the router's own).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from studio_align.router.memory import ExemplarMemory
 from studio_align.router.router import Router
 from studio_align.simulate.router.creators import SimConfig, make_creators, simulate_route_logs
 
-GRID = (0.8, 0.85, 0.9, 0.95, 0.98)
+GRID = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98)
 
 
 def creator_streams(prefix: str, n: int, seed: int) -> list[tuple[str, list[dict], list[dict]]]:
@@ -64,10 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("checkpoint", type=Path)
     ap.add_argument("--events", type=int, nargs="+", default=[0, 10, 50, 200])
     ap.add_argument("--creators", type=int, default=8)
+    ap.add_argument("--key", choices=["sentence", "plan_state"], default=None)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     router = Router.load(args.checkpoint)
     router.memory = None
+    if args.key is not None:
+        router.memory_key = args.key
+    print("memory key:", router.memory_key)
     val = creator_streams("mv", args.creators, seed=7)
     val_scores = {s: agreement(router, val, 50, s) for s in GRID}
     best = max(GRID, key=lambda s: (val_scores[s], -s))
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "validation": val_scores,
                     "creator_sim": best,
+                    "key": router.memory_key,
                     "curve": curve,
                     "latency_ms": {"p50": p50, "p99": p99},
                 },

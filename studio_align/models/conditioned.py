@@ -84,6 +84,8 @@ class ConditionedConfig(Strict):
 class EncoderConditionedLM(nnx.Module):
     """Decoder LM over special tokens whose text is read by a pretrained encoder."""
 
+    sentence_dim = OUT_DIM  # the width of `sentence`
+
     def __init__(
         self,
         cfg: ConditionedConfig,
@@ -102,8 +104,8 @@ class EncoderConditionedLM(nnx.Module):
 
     # -- reading the text ------------------------------------------------------------------
 
-    def read(self, tokens: jax.Array, attn_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(decoder token ids, added input embeddings [B, T, D]) of a chunk of tokens."""
+    def _text_run(self, tokens: jax.Array, attn_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(encoder piece ids, mask of the text run) of a chunk of tokens."""
         s = self.cfg.decoder.vocab_size
         mask = attn_mask.astype(jnp.bool_)
         piece = (tokens >= s) & mask
@@ -113,11 +115,23 @@ class EncoderConditionedLM(nnx.Module):
         end = mask & ~inside & prev
         run = inside | end
         ids = jnp.where(start, USE_START, jnp.where(end, USE_END, jnp.where(piece, tokens - s, 0)))
+        return ids, run
+
+    def read(self, tokens: jax.Array, attn_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(decoder token ids, added input embeddings [B, T, D]) of a chunk of tokens."""
+        ids, run = self._text_run(tokens, attn_mask)
         feats = self.encoder.token_features(ids, run)
         sentence = self.encoder.pool(feats, run)
         x = self.piece_proj(feats) + self.sentence_proj(sentence)[:, None, :]
         x = jnp.where(run[..., None], x, 0.0)
+        s = self.cfg.decoder.vocab_size
         return jnp.where(tokens < s, tokens, 0), x
+
+    def sentence(self, tokens: jax.Array, attn_mask: jax.Array) -> jax.Array:
+        """The encoder's unit sentence vector `[B, 512]` of each row's text run: the
+        pretrained embedding of the request (the package's own USE vector of its text)."""
+        ids, run = self._text_run(tokens, attn_mask)
+        return self.encoder.pool(self.encoder.token_features(ids, run), run)
 
     # -- the decoder's interface -------------------------------------------------------------
 

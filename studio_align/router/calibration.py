@@ -323,7 +323,7 @@ def fit_calibration(
     the abstention thresholds (on `validation`) for `router`; sets `router.calibration`.
     `unfamiliarity_in_confidence`: also fit the logistic confidence model (module doc)."""
     rows = list(train)[:n_train]
-    hidden = router.embed([r["request"] for r in rows], batch_size=batch_size)
+    hidden = router.plan_states([r["request"] for r in rows], batch_size=batch_size)
     ood = OODModel.fit(hidden, [plan_signature(r["plan"]) for r in rows])
     logits, actions, hid, correct = [], [], [], []
     id_to_step = dict(zip(router.grammar.step_ids, router.catalog.names, strict=True))

@@ -23,8 +23,9 @@ Design choices:
   docs/serving.md; exemplars without a source, a checkpoint's own, are not capped by
   it), `capacity` in all. Beyond a bound the oldest exemplar of the creator
   (then of the source, then of the largest source) goes first.
-- The embedding is whatever an `Embedder` gives (the router's `<plan>` state today); the
-  memory only needs rows of one width, so another encoder can replace it.
+- The embedding is whatever an `Embedder` gives (the router's `memory_keys`: the
+  pretrained encoder's sentence vector, or the `<plan>` state of a model without one);
+  the memory only needs rows of one width, so another encoder can replace it.
 - Exact search over a dense, preallocated matrix: with thousands of 128-d exemplars one
   [batch, D] x [D, N] product serves a whole batch in well under a millisecond. Evicted
   rows are masked, not shifted, and compacted once half the rows are dead, so eviction is
@@ -121,6 +122,11 @@ class ExemplarMemory:
 
     def __len__(self) -> int:
         return self._live
+
+    @property
+    def dim(self) -> int:
+        """The width of the stored embeddings (0 before the first)."""
+        return int(self._mat.shape[1]) if self._n else 0
 
     def settings(self) -> dict[str, Any]:
         return self.cfg.model_dump()

@@ -18,8 +18,9 @@ full forward passes without a cache, and by tests that check the two agree).
 Shapes are bucketed (the sampler rounds batches to powers of two and prompt lengths to
 quarter octaves), so routing a new batch of a seen bucket never recompiles; `warmup()`
 compiles every bucket a request can reach up front (`warm.py`). The sampler also returns
-each plan's step logits and `<plan>` state, so calibration and the exemplar memory add
-no second model pass.
+each plan's step logits and `<plan>` state, so calibration adds no second model pass;
+the exemplar memory's key (`memory_keys`) is the pretrained encoder's sentence vector,
+one encoder pass without the decoder (the `<plan>` state for a model without an encoder).
 
 A router checkpoint is a model bundle directory (`studio_align.models.bundle`:
 model config, weights, `tokenizer.json`) plus `router.json` with the catalog and the
@@ -64,7 +65,7 @@ from flax import nnx
 from studio_align.catalog import Catalog, Engine, default_catalog
 from studio_align.errors import CheckpointError
 from studio_align.generation.constraint import FSMConstraint
-from studio_align.generation.sampler import Sampler
+from studio_align.generation.sampler import Sampler, bucket_prompt
 from studio_align.models.bundle import load_model_bundle, save_model_bundle
 from studio_align.models.hf import load_hf
 from studio_align.router.analysis import Analysis, analyse, from_decoding
@@ -75,7 +76,7 @@ from studio_align.router.format import (
     request_fields,
 )
 from studio_align.router.grammar import PlanGrammar, compile_grammar
-from studio_align.router.memory import ExemplarMemory
+from studio_align.router.memory import MEMORY_FILE, ExemplarMemory
 from studio_align.router.warm import warm_router
 
 ROUTER_FILE = "router.json"
@@ -214,6 +215,10 @@ class Router:
         self.decode_used = "sampler" if self._sampler is not None else "full"
         self._logits_fn = jax.jit(self._logits)
         self._last_fn = jax.jit(self._last_logits)
+        # what the exemplar memory compares (`memory_keys`): "sentence" where the model
+        # reads text through a pretrained encoder, else "plan_state"
+        self.memory_key = "sentence" if hasattr(model, "sentence") else "plan_state"
+        self._sentence_fn = jax.jit(self._sentence) if hasattr(model, "sentence") else None
         self.calibration: Calibration | None = None  # fitted on validation (calibration.py)
         self.memory: ExemplarMemory | None = None  # exemplars from feedback (memory.py)
 
@@ -245,7 +250,21 @@ class Router:
         )
         router.calibration = Calibration.load(path)
         router.memory = ExemplarMemory.load(path, max_steps=router.max_steps)
+        want = router.memory_dim()
+        if router.memory is not None and len(router.memory) and router.memory.dim != want:
+            raise CheckpointError(
+                f"{Path(path) / MEMORY_FILE}: exemplars are {router.memory.dim}-d, this "
+                f"router's memory keys ({router.memory_key}) are {want}-d; rebuild the memory "
+                "from the feedback log"
+            )
         return router
+
+    def memory_dim(self) -> int:
+        """The width of `memory_keys`' rows."""
+        if self.memory_key == "sentence":
+            return int(self.model.sentence_dim)
+        cfg = self.model.cfg
+        return int(getattr(cfg, "d_model", None) or cfg.decoder.d_model)
 
     # -- core ----------------------------------------------------------------------------------
 
@@ -258,6 +277,33 @@ class Router:
     ) -> jax.Array:
         logits = self._logits(state, tokens, mask)
         return logits[jnp.arange(tokens.shape[0]), idx]
+
+    def _sentence(self, state: Any, tokens: jax.Array, mask: jax.Array) -> jax.Array:
+        return nnx.merge(self._graphdef, state).sentence(tokens, mask)
+
+    def memory_keys(
+        self, prompts: Sequence[Sequence[int]], an: Analysis | None = None
+    ) -> np.ndarray:
+        """The rows the exemplar memory compares, one per prompt.
+
+        `"sentence"`: the pretrained encoder's sentence vector of the request. It is the
+        space in which paraphrases are near (the encoder was trained for that), and it
+        does not move when the decoder is retrained, so a platform's exemplars stay valid
+        across router versions. `"plan_state"`: the decoder's state at `<plan>` from the
+        decoding pass itself (`an.hidden`), for a model without an encoder."""
+        if self.memory_key == "plan_state" or self._sentence_fn is None:
+            if an is None:
+                raise ValueError("the <plan> state needs the decoding pass's analysis")
+            return np.asarray(an.hidden)
+        n = len(prompts)
+        b, t = _bucket(n, 1), bucket_prompt(max(len(p) for p in prompts))
+        tokens = np.full((b, t), self.grammar.pad_id, np.int32)
+        mask = np.zeros((b, t), bool)
+        for i, p in enumerate(prompts):
+            tokens[i, : len(p)] = p
+            mask[i, : len(p)] = True
+        out = self._sentence_fn(self._state, jnp.asarray(tokens), jnp.asarray(mask))
+        return np.asarray(out)[:n]
 
     def refresh(self) -> None:
         """Re-read the model's weights (after training it in place)."""
@@ -459,22 +505,39 @@ class Router:
     def embed(
         self, requests: Sequence[Any], *, batch_size: int = 64, pad_to: int = 1
     ) -> np.ndarray:
-        """The router's embedding of each request: the hidden state at `<plan>` [N, D],
-        from the same pass (and so the same numbers) as `decide`'s lookups. Chunks are
-        padded to at least `pad_to` rows (a server passes its smallest batch bucket, so
-        feedback never reaches a batch shape that warm-up did not compile)."""
+        """The memory's key of each request [N, D] (`memory_keys`), the same numbers as
+        `decide`'s lookups. Chunks are padded to at least `pad_to` rows (a server passes
+        its smallest batch bucket, so feedback never reaches a batch shape that warm-up
+        did not compile)."""
         out = []
         for s in range(0, len(requests), batch_size):
             chunk = list(requests[s : s + batch_size])
             padded = chunk + [chunk[-1]] * (pad_to - len(chunk))
-            out.append(self.analyse(padded)[1].hidden[: len(chunk)])
+            prompts, inits = self.encode(padded)
+            if self.memory_key == "sentence" and self._sentence_fn is not None:
+                keys = self.memory_keys(prompts)
+            else:
+                comps, _, an = self._decode(prompts, inits)
+                an = an if an is not None else analyse(self, prompts, comps, inits)
+                keys = self.memory_keys(prompts, an)
+            out.append(keys[: len(chunk)])
+        return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
+    def plan_states(self, requests: Sequence[Any], *, batch_size: int = 64) -> np.ndarray:
+        """The decoder's state at `<plan>` of each request [N, D], from the decoding pass
+        (what the unfamiliarity model of `calibration.py` measures distances in)."""
+        out = []
+        for s in range(0, len(requests), batch_size):
+            out.append(self.analyse(list(requests[s : s + batch_size]))[1].hidden)
         return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
     def model_decisions(self, chunk: Sequence[Any]) -> tuple[list[dict[str, Any]], np.ndarray]:
         """The model's own decision for each request (before the memory) and the
         embeddings the memory compares, from one pass."""
         id_to_step = dict(zip(self.grammar.step_ids, self.catalog.names, strict=True))
-        comps, an = self.analyse(chunk)
+        prompts, inits = self.encode(chunk)
+        comps, _, decoded = self._decode(prompts, inits)
+        an = decoded if decoded is not None else analyse(self, prompts, comps, inits)
         raw = np.exp(plan_logprob(an.step_logits, an.actions, 1.0))
         cal = self.calibration
         unfam = cal.unfamiliarity(an.hidden) if cal is not None else np.zeros(len(chunk))
@@ -497,7 +560,7 @@ class Router:
                 "source": "model",
                 "memory_similarity": None,
             })  # fmt: skip
-        return out, an.hidden
+        return out, self.memory_keys(prompts, an)
 
     def decide(
         self,

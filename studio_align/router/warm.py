@@ -8,8 +8,8 @@ the decoder's own rounding function over every length a prompt can have, not lis
 Design choices:
 - One prompt per bucket (its shortest length) at each batch size compiles the decoding
   pass; with the KV-cache sampler that pass also returns the step logits and `<plan>`
-  state that calibration, unfamiliarity and the exemplar memory need, so there is no
-  second program per shape.
+  state that calibration and unfamiliarity need; the memory's sentence key is a second,
+  encoder-only program per shape, compiled beside it.
 - The full-pass fallback (`decode="full"`) scores decoded plans by a separate forward
   pass over prompt + plan; it is compiled for every plan length (0 .. max_steps + 1), since
   prompt + plan may cross into the next power-of-two bucket.
@@ -68,4 +68,6 @@ def warm_router(router: Any, batch_sizes: Sequence[int]) -> float:
             prompt = [bos, *([pad] * (n - 2)), plan]
             router._route_prompts([prompt] * b, [init] * b)
             warm_scoring(router, [prompt] * b, [init] * b)
+            if router.memory_key == "sentence":
+                router.memory_keys([prompt] * b)
     return time.perf_counter() - t0

@@ -12,6 +12,13 @@
   colloquial-phrasing lever was built or tuned, weighted to how people actually type to a
   creative tool (Chinese particles and verbs such as 帮我/整个/搞/弄/呗/吧, fragments,
   run-on briefs, code-switching, typos, product names). Validation only, never training.
+- `handwritten_val3`: 96 validation requests (46 English, 50 Chinese) written before the
+  refusal lever was built, in styles weighted to what the sets above lack or have little
+  of: `negation` (16), `purpose` (a request named by its use: "a jingle for my bakery's
+  radio spot", "婚礼上放的"), `indirect` (the modality implied, not named), `question`,
+  `voice`, `emoji`, `slang`, `formal`, `runon`, `codeswitch`, `traditional`, `spec`,
+  `hashtag`, `shout`. Two rows ask for plans no demo intent has (text-to-video then a
+  grade). Validation only, never training.
 - `handwritten_v3`: 96 requests (48 English, 48 Chinese) written before the pretrained
   encoder was built or tuned, in styles none of the sets above has: `emoji`, `voice`
   (dictation with fillers, no punctuation), `slang` (internet slang: no cap, yyds, 绝绝子,
@@ -40,8 +47,9 @@ SETS = (
     "handwritten_v3",
     "handwritten_val",
     "handwritten_val2",
+    "handwritten_val3",
 )
-VAL_SETS = ("handwritten_val", "handwritten_val2")
+VAL_SETS = ("handwritten_val", "handwritten_val2", "handwritten_val3")
 EVAL_SETS = ("handwritten_v1", "handwritten_v2", "handwritten_v3")
 
 

@@ -44,6 +44,7 @@ from studio_align.simulate.router.phrases import (
     ZH_TO_EN_WORDS,
     Intent,
 )
+from studio_align.simulate.router.refusals import add_refusal
 from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
 
 Split = Literal["train", "heldout"]
@@ -64,6 +65,12 @@ COLLOQUIAL_PROB = 0.0
 # seeds) lost up to 2.3 and 2.8 points on the 176 hand-written validation requests
 # (docs/experiments/router-weight-ema-wide-lexicon-seed-vote.md).
 WIDE_PROB = 0.0
+# Fraction of training requests that also refuse a step the plan lacks (`refusals`:
+# "no music", "不用配音", "not a video, just ..."), drawn from its own random stream.
+# 0.15: hand-written validation (272, 2 seeds) 0.895 -> 0.899 with a frozen encoder and
+# 0.897 (seed 0) -> 0.928 with a fine-tuned one; its 16 negation rows: 6-7 right -> 16
+# (docs/experiments/router-refusals-and-encoder-fine-tuning.md)
+REFUSAL_PROB = 0.15
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -243,6 +250,7 @@ def generate_examples(
     colloquial_prob: float | None = None,
     colloquial_langs: Sequence[str] = LANGS,
     wide_prob: float | None = None,
+    refusal_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -255,7 +263,12 @@ def generate_examples(
     rewrites that fraction of requests in `colloquial_langs` as chat-box text
     (`colloquial`). `wide_prob` (default `WIDE_PROB` in training, 0 otherwise)
     replaces that fraction of requests by styled requests from the wider lexicon.
+    `refusal_prob` (default `REFUSAL_PROB` in training, 0 otherwise) adds to that fraction
+    a refusal of a step the plan lacks (`refusals`).
     """
+    if refusal_prob is None:
+        refusal_prob = REFUSAL_PROB if split == "train" else 0.0
+    rrng = random.Random(f"refusal:{seed}:{split}")
     if wide_prob is None:
         wide_prob = WIDE_PROB if split == "train" else 0.0
     wrng = random.Random(f"wide:{seed}:{split}")  # its own stream, as the colloquial one
@@ -296,7 +309,10 @@ def generate_examples(
             )
         if wide_prob > 0 and wrng.random() < wide_prob:  # drawn after: `rng` is unchanged
             text = _styled(intent, lang, wrng, WIDE)
-        out.append(make_example(intent, _colloquial(text, lang, crng, probs[lang])))
+        text = _colloquial(text, lang, crng, probs[lang])
+        if refusal_prob > 0 and rrng.random() < refusal_prob:
+            text = add_refusal(text, intent.plan, intent.attachments, lang, rrng)
+        out.append(make_example(intent, text))
     return out
 
 
@@ -336,6 +352,7 @@ def demo_splits(
     colloquial_prob: float | None = None,
     colloquial_langs: Sequence[str] = LANGS,
     wide_prob: float | None = None,
+    refusal_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -345,6 +362,7 @@ def demo_splits(
         colloquial_prob=colloquial_prob,
         colloquial_langs=colloquial_langs,
         wide_prob=wide_prob,
+        refusal_prob=refusal_prob,
     )
     return {
         "train": both[:n_train],
