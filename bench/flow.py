@@ -64,9 +64,9 @@ def bench_sampling(model, steps: int, repeats: int) -> dict:
 
 def bench_grpo(model, steps: int, prompts: int, group: int, sde_steps: int) -> dict:
     verts, tags = conditions(TRAIN_TAG_SETS)
-    cfg = FlowGRPOConfig(
-        steps=steps, prompts_per_step=prompts, group_size=group, sde_steps=sde_steps,
-        weights={"brightness": 1.0}, beta=0.01,
+    cfg = FlowGRPOConfig.model_validate(
+        {"train": {"steps": steps}, "prompts_per_step": prompts, "group_size": group,
+         "sde_steps": sde_steps, "weights": {"brightness": 1.0}, "beta": 0.01}
     )  # fmt: skip
     bright = Reward("brightness", lambda images: [float(np.mean(i)) for i in images])
     # The trainer dispatches an update and returns before it runs (no host sync), so its

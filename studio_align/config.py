@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 
 from studio_align.errors import ConfigError
 
@@ -42,6 +43,27 @@ class Strict(BaseModel):
     model_config = ConfigDict(
         extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False
     )
+
+
+def refuse_moved(data: Any, moved: Mapping[str, str]) -> Any:
+    """Body of a `mode="before"` validator: a key of `data` that moved to a shared section
+    (`moved`: key -> its new dotted place, e.g. `{"steps": "train.steps"}`) is one line
+    saying where it lives now, instead of an "unknown key"."""
+    if isinstance(data, Mapping):
+        for key, dest in moved.items():
+            if key in data:
+                raise PydanticCustomError(
+                    "moved_key",
+                    "`{key}` moved to the shared [{section}] section: write {dest} = {value} "
+                    "(as every trainer's run config does)",
+                    {
+                        "key": key,
+                        "section": dest.split(".")[0],
+                        "dest": dest,
+                        "value": repr(data[key]),
+                    },
+                )
+    return data
 
 
 def parse_value(text: str) -> Any:

@@ -57,12 +57,19 @@ class Task(Protocol):
     record_kinds: Mapping[str, str]
 
     def start(
-        self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = ()
+        self,
+        model: Any,
+        *,
+        seed: int,
+        records: Sequence[Mapping[str, Any]] = (),
+        reference: bool = True,
     ) -> StartingPoint:
         """The model to train from the run's `[model]` section (a pydantic model with
         `init_from`, `base`, `reference`, `lora`, `preset`, `config`, `options`).
 
-        `records` are the training records (SFT from scratch builds its tokenizer on them).
+        `records` are the training records (SFT from scratch builds its tokenizer on them);
+        `reference=False` says no frozen reference is needed (GRPO and PPO without a KL
+        term, SFT), so the task need not build one.
         """
         ...
 

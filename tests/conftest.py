@@ -162,6 +162,25 @@ def make_route_workspace(root: Path, *, train_creators: int = 8) -> Path:
     return root
 
 
+def add_tiny_router(ws: Path, name: str, *, seed: int, vocab_size: int | None = None) -> Path:
+    """Another tiny (untrained) router beside `make_route_workspace`'s, at `ws/name`: the
+    same tokenizer and catalog, or (`vocab_size`) a tokenizer of its own."""
+    from flax import nnx
+
+    from studio_align.models.config import ModelConfig
+    from studio_align.models.transformer import Transformer
+    from studio_align.router.format import build_tokenizer
+    from studio_align.router.router import Router, save_router
+
+    r = Router.load(ws / "router")
+    tok = r.tokenizer
+    if vocab_size is not None:
+        tok = build_tokenizer(["make a poster", "animate this"], r.catalog, vocab_size=vocab_size)
+    model = Transformer(ModelConfig.tiny(tok.vocab_size), rngs=nnx.Rngs(seed))
+    save_router(ws / name, model, tok, r.catalog, max_steps=3)
+    return ws / name
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     # no real stdout (e.g. a worker process): no beats
     with contextlib.suppress(AttributeError, OSError, ValueError):

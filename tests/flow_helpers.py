@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from flax import nnx
 
+from studio_align.cli import main
 from studio_align.models.flow import FlowConfig, FlowDiT
 from studio_align.models.flow_unet import FlowUNet, UNetConfig
 
@@ -40,3 +43,23 @@ def conds(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return rng.integers(1, 3, n).astype(np.int32), (rng.uniform(size=(n, 16)) < 0.3).astype(
         np.float32
     )
+
+
+def selection_workspace(root: Path) -> Path:
+    """A tiny flow base at `root/base` and `lumen`'s selections among its 8x8 candidates,
+    compiled by `data compile` into `root/c` (returned): two tag sets, three events each."""
+    from studio_align.simulate.flow.creators import CREATORS
+    from studio_align.simulate.flow.selections import selection_logs
+    from studio_align.verticals.flow.checkpoint import save_flow
+    from studio_align.verticals.flow.data import label, make_dataset
+
+    save_flow(tiny_model(), root / "base", {"trained_by": "test"})
+    images, _, _ = make_dataset(24, seed=3, size=8)
+    cand = (images.astype(np.float32) / 255.0).reshape(6, 4, 8, 8, 3)
+    prompts = [label("product", ("white backdrop",))] * 3 + [label("storyboard", ("night",))] * 3
+    log = selection_logs(root / "logs", cand, prompts, [CREATORS["lumen"]], seed=0,
+                         sessions_per_creator=3)  # fmt: skip
+    res = CliRunner().invoke(main, ["data", "compile", str(log), "--out", str(root / "c"),
+                                    "--heldout-fraction", "0.34"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    return root / "c"

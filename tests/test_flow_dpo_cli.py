@@ -8,31 +8,21 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from flow_helpers import tiny_model
+from flow_helpers import selection_workspace
 
 from studio_align.cli import main
-from studio_align.verticals.flow.checkpoint import load_flow, save_flow
-from studio_align.verticals.flow.creators import CREATORS, selection_logs
-from studio_align.verticals.flow.data import label, make_dataset
+from studio_align.verticals.flow.checkpoint import load_flow
 
 pytestmark = pytest.mark.slow  # compiles the DiT step: ~20 s of CPU
 
 
 def _workspace(tmp_path):
-    save_flow(tiny_model(), tmp_path / "base", {"trained_by": "test"})
-    images, _, _ = make_dataset(24, seed=3, size=8)
-    cand = (images.astype(np.float32) / 255.0).reshape(6, 4, 8, 8, 3)
-    prompts = [label("product", ("white backdrop",))] * 3 + [label("storyboard", ("night",))] * 3
-    log = selection_logs(tmp_path / "logs", cand, prompts, [CREATORS["lumen"]], seed=0,
-                         sessions_per_creator=3)  # fmt: skip
-    res = CliRunner().invoke(main, ["data", "compile", str(log), "--out", str(tmp_path / "c"),
-                                    "--heldout-fraction", "0.34"])  # fmt: skip
-    assert res.exit_code == 0, res.output
+    compiled = selection_workspace(tmp_path)
     cfg = tmp_path / "dpo.toml"
     cfg.write_text(
         f'task = "flow"\nrun_dir = "{tmp_path / "run"}"\n'
         f'[model]\ninit_from = "{tmp_path / "base"}"\noptions = {{ creator = "lumen" }}\n'
-        f'[data]\ndir = "{tmp_path / "c"}"\n[dpo]\nbeta = 2000.0\n'
+        f'[data]\ndir = "{compiled}"\n[dpo]\nbeta = 2000.0\n'
         "[train]\nsteps = 3\nbatch_size = 4\nprogress = false\nmetrics_hook = false\n"
         "[checkpoint]\nevery = 0\n"
     )

@@ -60,9 +60,10 @@ def test_aligning_toward_brightness_moves_it_on_held_out_samples(arch):
     base = tiny_model(0, arch=arch)
     model = clone(base)
     verts, tags = conds(4, seed=3)
-    cfg = FlowGRPOConfig(
-        steps=12, prompts_per_step=2, group_size=6, sde_steps=4, learning_rate=1e-2, mu=2,
-        beta=0.0, weights={"brightness": 1.0}, seed=0,
+    cfg = FlowGRPOConfig.model_validate(
+        {"train": {"steps": 12, "seed": 0}, "optim": {"name": "adam", "learning_rate": 1e-2,
+         "decay": "constant"}, "prompts_per_step": 2, "group_size": 6, "sde_steps": 4, "mu": 2,
+         "beta": 0.0, "weights": {"brightness": 1.0}}
     )  # fmt: skip
     hist = flow_grpo(model, base, verts[:2], tags[:2], cfg,
                      rewards={"brightness": Reward("brightness", _brightness)})  # fmt: skip

@@ -65,8 +65,11 @@ def test_early_stop_restores_the_last_weights_that_passed():
     base = tiny_model(0)
     model = clone(base)
     verts, tags = conds(2, seed=3)
-    cfg = FlowGRPOConfig(steps=6, prompts_per_step=2, group_size=4, sde_steps=3,
-                         learning_rate=1e-2, beta=0.0, weights={"brightness": 1.0})  # fmt: skip
+    cfg = FlowGRPOConfig.model_validate(
+        {"train": {"steps": 6}, "optim": {"name": "adam", "learning_rate": 1e-2, "decay": "constant"},
+         "prompts_per_step": 2, "group_size": 4, "sde_steps": 3, "beta": 0.0,
+         "weights": {"brightness": 1.0}}
+    )  # fmt: skip
     checks = []
 
     def stop(m):  # passes at step 2, fails at step 4

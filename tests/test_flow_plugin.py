@@ -10,9 +10,11 @@ from studio_align.data.reader import LogReader
 from studio_align.errors import CheckpointError, ConfigError
 from studio_align.plugins import PluginHost
 from studio_align.scoring import score_registered
+from studio_align.simulate.flow.creators import CREATORS
+from studio_align.simulate.flow.selections import selection_logs
 from studio_align.tasks import Task
 from studio_align.verticals.flow.checkpoint import load_flow, save_flow
-from studio_align.verticals.flow.creators import CREATORS, composition_stats, selection_logs
+from studio_align.verticals.flow.composition import composition_stats
 from studio_align.verticals.flow.data import ALL_TAG_SETS, encode, make_dataset
 from studio_align.verticals.flow.evaluate import HELDOUT_TAG_SETS, TRAIN_TAG_SETS
 from studio_align.verticals.flow.task import parse_prompt

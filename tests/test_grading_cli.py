@@ -21,6 +21,8 @@ TINY = """
 run_dir = "{run}"
 logs = ["{logs}"]
 heldout_fraction = 0.3
+[train]
+steps = 2
 [policy]
 thumbnail = 32
 hidden = 16
@@ -28,7 +30,6 @@ hidden = 16
 steps = 30
 batch_size = 16
 [grpo]
-steps = 2
 prompts_per_step = 4
 group_size = 4
 [reward.train]

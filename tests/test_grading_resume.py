@@ -22,7 +22,8 @@ def _cfg(run, logs, grpo_steps: int) -> GradingRunConfig:
             "heldout_fraction": 0.3,
             "policy": {"thumbnail": 24, "hidden": 8},
             "bc": {"steps": 10, "batch_size": 8},
-            "grpo": {"steps": grpo_steps, "prompts_per_step": 4, "group_size": 4},
+            "train": {"steps": grpo_steps},
+            "grpo": {"prompts_per_step": 4, "group_size": 4},
             "reward": {"train": {"steps": 20}, "gate": {"min_heldout_accuracy": 0.0}},
             "checkpoint": {"every": 1, "async_save": False},
         }

@@ -18,8 +18,10 @@ def test_grading_stage_writes_platform_files_and_evaluates_the_trained_model(tmp
     monkeypatch.setattr(qs_grading, "DEMO_EVENTS", {"retouches": 6, "selections": 6, "ratings": 2})
     small = """run_dir = "{run_dir}"
 logs = ["{logs}"]
-seed = {seed}
 heldout_fraction = 0.3
+[train]
+steps = 2
+seed = {seed}
 [policy]
 thumbnail = 16
 hidden = 8
@@ -32,7 +34,6 @@ min_heldout_accuracy = 0.0
 steps = 10
 batch_size = 8
 [grpo]
-steps = 2
 prompts_per_step = 4
 group_size = 4
 """

@@ -20,6 +20,8 @@ from pathlib import Path
 import jax
 
 from studio_align.plugins import PluginHost
+from studio_align.simulate.flow.creators import CREATORS
+from studio_align.simulate.flow.selections import collect_selections
 from studio_align.verticals.flow.align import FlowDPOConfig, FlowGRPOConfig
 from studio_align.verticals.flow.experiment import run_seed, summarise
 from studio_align.verticals.flow.guards import GuardConfig
@@ -42,8 +44,10 @@ def main() -> None:
     ap.add_argument("--stop-diversity", type=float, default=None, help="early stop: div ratio")
     args = ap.parse_args()
     given = lambda **kw: {k: v for k, v in kw.items() if v is not None}  # noqa: E731
-    grpo = FlowGRPOConfig(**given(steps=args.grpo_steps, learning_rate=args.grpo_lr,
-                                  beta=args.grpo_beta))  # fmt: skip
+    grpo = FlowGRPOConfig.model_validate(
+        {"train": given(steps=args.grpo_steps), "optim": {**FlowGRPOConfig().optim.model_dump(),
+         **given(learning_rate=args.grpo_lr)}, **given(beta=args.grpo_beta)}
+    )  # fmt: skip
     guards = (GuardConfig.off() if args.no_guards else GuardConfig()).model_copy(
         update=given(
             diversity_weight=args.diversity,
@@ -65,6 +69,9 @@ def main() -> None:
             out / f"seed{seed}",
             seed=seed,
             host=host,
+            collect=collect_selections,
+            creators=tuple(CREATORS),
+            judge="flow_taste",
             algorithms=args.algorithms,
             grpo=grpo,
             dpo=FlowDPOConfig(steps=args.dpo_steps),

@@ -25,6 +25,7 @@ from typing import Any
 import jax
 
 from studio_align.plugins import PluginHost
+from studio_align.simulate.flow.selections import collect_selections
 from studio_align.verticals.flow.align import FlowDPOConfig, FlowGRPOConfig
 from studio_align.verticals.flow.evaluate import compare
 from studio_align.verticals.flow.experiment import (
@@ -89,6 +90,16 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
 }
 
 
+def grpo_config(seed: int, upd: dict[str, Any]) -> FlowGRPOConfig:
+    """`FlowGRPOConfig` from a CONFIGS entry (`steps`, `learning_rate` in their sections)."""
+    flat = dict(upd)
+    train = {"seed": seed, **({"steps": flat.pop("steps")} if "steps" in flat else {})}
+    optim = FlowGRPOConfig().optim.model_dump()
+    if "learning_rate" in flat:
+        optim["learning_rate"] = flat.pop("learning_rate")
+    return FlowGRPOConfig.model_validate({"train": train, "optim": optim, **flat})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="runs/flow/val")
@@ -107,14 +118,16 @@ def main() -> None:
     host = PluginHost.default()
     host.load_module("studio_align.verticals.flow.plugin", origin="builtin")
     root = Path(args.out) / f"seed{args.seed}"
-    prep = prepare(root, seed=args.seed, host=host, creators=args.creators)
+    prep = prepare(root, seed=args.seed, host=host, collect=collect_selections,
+                   creators=args.creators)  # fmt: skip
+    judge = host.reward("flow_taste")
     cache: dict = {}
 
-    def figures(model: Any, taste: Any) -> dict[str, Any]:
-        rep = compare(prep["base"], model, taste, data_images=prep["data"],
+    def figures(model: Any, creator: str) -> dict[str, Any]:
+        rep = compare(prep["base"], model, creator, judge, data_images=prep["data"],
                       n_per_set=args.n_eval, scorer=prep["scorer"], base_samples=cache,
                       seed=args.eval_seed, splits=("train",),
-                      chosen=chosen_images(prep, taste.name))["train"]  # fmt: skip
+                      chosen=chosen_images(prep, creator))["train"]  # fmt: skip
         return {"win": rep["win_rate"], "div": rep["diversity/ratio"], "fd": rep["fd/ratio"],
                 "fd_chosen": rep["fd_chosen/ratio"],
                 "reward": [rep["reward/base"], rep["reward/aligned"]]}  # fmt: skip
@@ -125,28 +138,27 @@ def main() -> None:
             upd = {**upd, "steps": args.steps}
         if args.curve and "check_every" not in guard:
             guard = {**guard, "check_every": args.curve}
-        g = FlowGRPOConfig(seed=args.seed).model_copy(update=upd)
-        by_name = {t.name: t for t in prep["tastes"]}
-        for taste in [by_name[c] for c in (args.align or by_name)]:
+        g = grpo_config(args.seed, upd)
+        for creator in args.align or prep["creators"]:
             t0 = time.perf_counter()
             checks: list[int] = []
 
             def curve(
                 model: Any,
-                taste: Any = taste,
+                creator: str = creator,
                 checks: list[int] = checks,
                 name: str = name,
                 every: int = GuardConfig(**guard).check_every,
             ) -> None:
                 checks.append(every * (len(checks) + 1))
-                print(json.dumps({"curve": name, "creator": taste.name, "step": checks[-1],
-                                  **figures(model, taste)}, default=float), flush=True)  # fmt: skip
+                print(json.dumps({"curve": name, "creator": creator, "step": checks[-1],
+                                  **figures(model, creator)}, default=float), flush=True)  # fmt: skip
 
             model, extra = align(
                 prep,
-                taste,
+                creator,
                 "grpo",
-                root / name / taste.name,
+                root / name / creator,
                 host=host,
                 grpo=g,
                 dpo=FlowDPOConfig(),
@@ -155,8 +167,8 @@ def main() -> None:
             )
             secs = time.perf_counter() - t0
             up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-            print(json.dumps({"config": name, "creator": taste.name, **figures(model, taste),
-                              "taste_fd": taste_fd_ratio(prep, taste.name), "extra": extra,
+            print(json.dumps({"config": name, "creator": creator, **figures(model, creator),
+                              "taste_fd": taste_fd_ratio(prep, creator), "extra": extra,
                               "seconds": secs, "uptime": up}, default=float), flush=True)  # fmt: skip
 
 

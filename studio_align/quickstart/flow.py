@@ -1,7 +1,8 @@
 """The quickstart's flow stage: the packaged flow generator aligned to the simulated
-creators (`verticals.flow.experiment.quickstart_stage`: selections, `train reward`,
-Flow-GRPO with the anti-hacking guards, evaluation) and one before/after grid per
-creator in the report. Kept apart from the router and grading parts of the quickstart.
+creators (`verticals.flow.experiment.quickstart_stage`: a simulated selection round
+(`simulate.flow.selections.collect_selections`), `train reward`, Flow-GRPO with the
+anti-hacking guards, evaluation under the `flow_taste` judge) and one before/after grid
+per creator in the report. Kept apart from the router and grading parts of the quickstart.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 from studio_align.plugins import get_host
 from studio_align.quickstart.config import QuickstartConfig
+from studio_align.simulate.flow.creators import CREATORS
+from studio_align.simulate.flow.selections import collect_selections
 from studio_align.training.progress import heartbeat
 from studio_align.verticals.flow.align import FlowGRPOConfig
 from studio_align.verticals.flow.experiment import quickstart_stage
@@ -27,8 +30,10 @@ def run_flow(
     t = time.perf_counter()
     try:
         with heartbeat("flow", "creators select, reward model, Flow-GRPO per creator"):
-            rep = quickstart_stage(out, host=get_host(), seed=cfg.seed,
-                                   grpo=FlowGRPOConfig(steps=cfg.flow_grpo_steps))  # fmt: skip
+            rep = quickstart_stage(out, host=get_host(), collect=collect_selections,
+                                   creators=tuple(CREATORS), judge="flow_taste", seed=cfg.seed,
+                                   grpo=FlowGRPOConfig.model_validate(
+                                       {"train": {"steps": cfg.flow_grpo_steps}}))  # fmt: skip
     except Exception as e:
         missing.append(f"flow: failed ({type(e).__name__}: {e})")
         (out / "flow_error.txt").write_text(traceback.format_exc(), encoding="utf-8")

@@ -49,8 +49,11 @@ RUN_TOML = """# the run config a user writes for `studio-align train grading --c
 run_dir = "{run_dir}"
 logs = ["{logs}"]
 algorithm = "grpo"
-seed = {seed}
 heldout_fraction = 0.25
+
+[train]
+steps = 20                         # the tuned stage's (GRPO's)
+seed = {seed}
 
 [policy]
 thumbnail = 32
@@ -62,7 +65,6 @@ steps = 200
 steps = 200
 
 [grpo]
-steps = 20
 prompts_per_step = 16
 group_size = 8
 """

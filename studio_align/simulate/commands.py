@@ -1,4 +1,6 @@
-"""The simulators' commands: `data demo-grading` writes a simulated grading platform.
+"""The simulators' commands: `data demo-grading` writes a simulated grading platform,
+`data demo-flow` a simulated flow selection round (the packaged base's candidates, each
+simulated creator's picks).
 
 Added by the simulators' plugin (`simulate/plugin.py`), imported only when it runs.
 """
@@ -9,7 +11,10 @@ from pathlib import Path
 
 import click
 
+from studio_align.simulate.flow.creators import CREATORS
+from studio_align.simulate.flow.selections import collect_selections
 from studio_align.simulate.grading.platform import write_platform_demo
+from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, load_flow
 
 
 @click.command("demo-grading")
@@ -36,3 +41,21 @@ def demo_grading(
         image_format=image_format, seed=seed,
     )  # fmt: skip
     click.echo(str(log))
+
+
+@click.command("demo-flow")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--checkpoint", default="base", show_default=True, help="Flow checkpoint that draws the candidates ('base' = packaged).")  # fmt: skip
+@click.option("--creator", "creators", multiple=True, help="Simulated creator (repeatable; default: all).")  # fmt: skip
+@click.option("--events-per-set", type=click.IntRange(1), default=12, show_default=True, help="Selection events per training tag set.")  # fmt: skip
+@click.option("--k", type=click.IntRange(2), default=4, show_default=True, help="Candidates per event.")  # fmt: skip
+@click.option("--seed", type=int, default=0)
+def demo_flow(
+    out_dir: Path, checkpoint: str, creators: tuple[str, ...], events_per_set: int, k: int,
+    seed: int,
+) -> None:  # fmt: skip
+    """Write simulated creators' picks among a flow model's samples (selection JSONL and PNGs)."""
+    base, _ = load_flow(BASE_WEIGHTS if checkpoint == "base" else Path(checkpoint))
+    sel = collect_selections(base, out_dir, list(creators or CREATORS), seed=seed,
+                             events_per_set=events_per_set, k=k)  # fmt: skip
+    click.echo(str(sel["log"]))

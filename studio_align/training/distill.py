@@ -1,8 +1,11 @@
 """`train distill`: a student learns a teacher's token distributions (GKD-style).
 
-The teacher is whatever the task builds from `distill.teacher` (`Task.distill_teacher`,
-a `tasks.Teacher`): for the router a router checkpoint, a larger router, or an ensemble
-directory. The student is the task's model from `[model]`, scored by the task's `Policy`
+The teacher is chosen by `distill.teacher_kind` (`build_teacher`): `task` (the default)
+is whatever the task builds from `distill.teacher` (`Task.distill_teacher`, a
+`tasks.Teacher`): for the router a router checkpoint, a larger router, or an ensemble
+directory; `policy` loads `distill.teacher` as the task loads `[model] init_from` and
+scores it with the student's own policy (`PolicyTeacher`: any model of the student's
+kind and tokenizer, its full constrained distribution). The student is the task's model from `[model]`, scored by the task's `Policy`
 (`completion_logits`, the decoding constraint applied), and trained through the shared
 `train_loop`.
 
@@ -43,6 +46,7 @@ from studio_align.training.distill_config import DistillConfig as DistillConfig
 from studio_align.training.distill_config import DistillRunConfig as DistillRunConfig
 from studio_align.training.distributed import maybe_initialize
 from studio_align.training.loop import TrainResult, train_loop
+from studio_align.training.policy import prompt_width
 from studio_align.training.run import (
     prepare_run_dir,
     read_split,
@@ -54,9 +58,15 @@ from studio_align.training.supervised import supervised
 CACHE_FILE = "teacher_cache.npz"
 
 
-def _cache_key(teacher: Path, examples: Sequence[Mapping[str, Any]], width: int) -> str:
+def _cache_key(
+    teacher: Path, examples: Sequence[Mapping[str, Any]], width: int, kind: str = "task"
+) -> str:
+    """What the cached teacher outputs depend on: the teacher (path and kind), the width
+    and the examples (the default kind's keys predate the kind)."""
     h = hashlib.sha256(str(Path(teacher).absolute()).encode())
     h.update(str(width).encode())
+    if kind != "task":
+        h.update(kind.encode())
     for e in examples:
         h.update(json.dumps([e["prompt"], e["completion"]]).encode())
     return h.hexdigest()
@@ -169,6 +179,26 @@ def make_distill_loss(policy: Any, cfg: DistillConfig) -> Any:
     return loss_fn
 
 
+def build_teacher(
+    task: Any, start: StartingPoint, policy: Any, cfg: DistillRunConfig,
+    records: Sequence[Mapping[str, Any]],
+) -> Any:  # fmt: skip
+    """The `tasks.Teacher` that `distill.teacher_kind` names (see the module docstring)."""
+    dc = cfg.distill
+    if dc.teacher_kind == "task":
+        return task.distill_teacher(start, dc.teacher)
+    section = cfg.model.model_copy(update={"init_from": dc.teacher, "base": None, "lora": None})
+    loaded = task.start(section, seed=cfg.train.seed, records=records, reference=False)
+    want, got = (getattr(t, "vocab_size", None) for t in (start.tokenizer, loaded.tokenizer))
+    if want != got:
+        raise ConfigError(
+            f"distill.teacher: {dc.teacher} has a tokenizer of {got} ids, the student's has "
+            f'{want}; teacher_kind = "policy" scores the teacher with the student\'s tokenizer '
+            '(teacher_kind = "task" maps other tokenizers, e.g. a router ensemble)'
+        )
+    return PolicyTeacher(policy, loaded.model)
+
+
 @dataclass
 class DistillRunResult:
     train: TrainResult
@@ -197,16 +227,19 @@ def train_distill(
     examples = task.distill_examples(start, train_records)
     if not examples:
         raise ConfigError("data: no records to distil on")
-    longest = max(len(e["prompt"]) for e in examples)
     policy = task.policy(
-        start, cfg.sampling, max_prompt_len=cfg.data.max_len or -(-longest // 8) * 8
+        start, cfg.sampling, max_prompt_len=prompt_width(examples, cfg.data.max_len)
     )
-    teacher = task.distill_teacher(start, dc.teacher)
+    teacher = build_teacher(task, start, policy, cfg, train_records)
     run_dir = prepare_run_dir(cfg)
     width = policy.max_new_tokens
     cache = run_dir / CACHE_FILE if dc.cache_teacher else None
     ids, logps, hit = teacher_outputs(
-        teacher, examples, width, cache=cache, key=_cache_key(dc.teacher, examples, width)
+        teacher,
+        examples,
+        width,
+        cache=cache,
+        key=_cache_key(dc.teacher, examples, width, dc.teacher_kind),
     )
     source = DistillBatches(
         policy, teacher, examples, ids, logps, batch_size=cfg.train.batch_size,

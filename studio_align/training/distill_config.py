@@ -8,14 +8,19 @@ from typing import Literal
 from pydantic import Field
 
 from studio_align.config import Strict
-from studio_align.training.grpo_run_config import SamplingSection
+from studio_align.training.policy_run_config import SamplingSection
 from studio_align.training.run_config import ModelSection, RecordsSection, TrainRunConfig
 
 
 class DistillConfig(Strict):
     """`[distill]`: the teacher, the divergence and how often the student's own samples."""
 
-    teacher: Path | None = None  # what the task loads (router: checkpoint or ensemble dir)
+    teacher: Path | None = None  # what the teacher is loaded from (see teacher_kind)
+    # "task": the task's own teacher (router: a checkpoint, a larger router or an ensemble
+    # dir, over the student's ids); "policy": a checkpoint of the student's kind, loaded as
+    # the task loads `[model] init_from` and scored by the student's policy (same
+    # tokenizer and constraint; its whole next-token distribution, K = the vocabulary)
+    teacher_kind: Literal["task", "policy"] = "task"
     divergence: Literal["forward_kl", "reverse_kl", "jsd"] = "jsd"
     beta: float = Field(default=0.5, ge=0, le=1)  # jsd: 0 = forward KL, 1 = reverse KL
     temperature: float = Field(default=1.0, gt=0)

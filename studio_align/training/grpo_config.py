@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
-from pydantic_core import PydanticCustomError
 
-from studio_align.config import Strict
+from studio_align.config import Strict, refuse_moved
 from studio_align.rewards import RewardCallConfig, as_rewards
 from studio_align.scoring import score_batch
 
@@ -73,18 +72,8 @@ class GRPOConfig(Strict):
     @model_validator(mode="before")
     @classmethod
     def _moved(cls, data: Any) -> Any:
-        """An old config's `[grpo] steps` (or seed, log_every) gets one line saying where
-        it lives now, instead of an "unknown key"."""
-        if isinstance(data, Mapping):
-            for key in MOVED_TO_TRAIN:
-                if key in data:
-                    raise PydanticCustomError(
-                        "moved_key",
-                        "`{key}` moved to the shared [train] section: write train.{key} = "
-                        "{value!r} (as every trainer's run config does)",
-                        {"key": key, "value": data[key]},
-                    )
-        return data
+        """An old config's `[grpo] steps` (or seed, log_every) names where it lives now."""
+        return refuse_moved(data, {k: f"train.{k}" for k in MOVED_TO_TRAIN})
 
 
 def plugin_reward_fn(

@@ -37,7 +37,7 @@ from studio_align.training.grpo_run_config import GRPORunConfig as GRPORunConfig
 from studio_align.training.grpo_run_config import GRPOTrainConfig as GRPOTrainConfig
 from studio_align.training.grpo_run_config import SamplingSection as SamplingSection
 from studio_align.training.loop import train_loop
-from studio_align.training.policy import Policy
+from studio_align.training.policy import Policy, prompt_width
 from studio_align.training.run import (
     prepare_run_dir,
     read_split,
@@ -102,8 +102,7 @@ def train_grpo(
     held = task.grpo_prompts(start, read_split(task, cfg.data, "grpo", "heldout"))
     if not train:
         raise ConfigError("data: no records to draw GRPO prompts from")
-    longest = max(len(r["prompt"]) for r in train + held)
-    max_prompt_len = cfg.data.max_len or -(-longest // 8) * 8
+    max_prompt_len = prompt_width(train + held, cfg.data.max_len)
     policy = task.policy(start, cfg.sampling, max_prompt_len=max_prompt_len)
     reward_fn = plugin_reward_fn(
         rewards, cfg.rewards, context=task.reward_context(start), call=cfg.reward_call

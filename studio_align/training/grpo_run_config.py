@@ -6,27 +6,10 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from studio_align.config import Strict
-from studio_align.rewards import RewardCallConfig
 from studio_align.training.grpo_config import GRPOConfig
-from studio_align.training.run_config import (
-    CheckpointConfig,
-    ModelSection,
-    OptimConfig,
-    RecordsSection,
-    TrainConfig,
-    TrainRunConfig,
-)
-
-
-class SamplingSection(Strict):
-    """`[sampling]`: how rollouts are drawn (temperature 1 keeps rollouts on-policy)."""
-
-    temperature: float = Field(default=1.0, gt=0)
-    max_new_tokens: int | None = Field(default=None, ge=1)  # default: the task's own limit
-    # continuous batching: decode this many rows at a time, a row that ends taking the
-    # next sample at once (`generation/continuous.py`); 0: every row of the rollout at once
-    slots: int = Field(default=0, ge=0)
+from studio_align.training.policy_run_config import PolicyRunConfig
+from studio_align.training.policy_run_config import SamplingSection as SamplingSection
+from studio_align.training.run_config import TrainConfig
 
 
 class GRPOTrainConfig(TrainConfig):
@@ -36,29 +19,12 @@ class GRPOTrainConfig(TrainConfig):
     log_every: int = Field(1, ge=1)
 
 
-class GRPORunConfig(TrainRunConfig):
+class GRPORunConfig(PolicyRunConfig):
     """The run config of `studio-align train grpo` (any task with a policy; plugin rewards)."""
 
-    task: str = "router"
     run_dir: Path | None = Path("runs/grpo")
     train: GRPOTrainConfig = Field(default_factory=GRPOTrainConfig)
-    model: ModelSection = Field(default_factory=ModelSection)
-    data: RecordsSection = Field(default_factory=RecordsSection)
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
-    optim: OptimConfig = Field(
-        default_factory=lambda: OptimConfig.model_validate(
-            {"learning_rate": 1e-5, "decay": "constant"}
-        )
-    )
-    sampling: SamplingSection = Field(default_factory=SamplingSection)
-    checkpoint: CheckpointConfig = Field(
-        default_factory=lambda: CheckpointConfig.model_validate({"every": 10})
-    )
-    # plugin reward name -> weight; every reward named here must be registered
-    rewards: dict[str, float] = Field(
-        default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
-    )
-    reward_call: RewardCallConfig = Field(default_factory=RewardCallConfig)
 
     @model_validator(mode="after")
     def _batch_is_grpos(self) -> GRPORunConfig:

@@ -91,6 +91,16 @@ class Policy(Protocol):
     ) -> tuple[jax.Array, jax.Array, jax.Array]: ...
 
 
+def prompt_width(records: Sequence[Mapping[str, Any]], max_len: int | None = None) -> int:
+    """The prompt length a policy pads to: `max_len`, else the longest token prompt
+    rounded up to 8; 0 where no prompt is a token sequence (a continuous policy's prompt
+    is the index of its condition: the flow and grading tasks)."""
+    if max_len:
+        return max_len
+    longest = max((len(p) for r in records if hasattr(p := r["prompt"], "__len__")), default=0)
+    return -(-longest // 8) * 8
+
+
 def replay_fsm(
     completions: np.ndarray, init_state: np.ndarray, next_state: np.ndarray
 ) -> np.ndarray:

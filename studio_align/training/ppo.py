@@ -43,6 +43,7 @@ from studio_align.training.distributed import maybe_initialize
 from studio_align.training.grpo_config import RewardFn, plugin_reward_fn
 from studio_align.training.grpo_run import run_rewards
 from studio_align.training.loop import TrainResult, train_loop
+from studio_align.training.policy import prompt_width
 from studio_align.training.ppo_config import PPOConfig as PPOConfig
 from studio_align.training.ppo_config import PPORunConfig as PPORunConfig
 from studio_align.training.run import (
@@ -203,9 +204,8 @@ def train_ppo(
     held = task.grpo_prompts(start, read_split(task, cfg.data, "grpo", "heldout"))
     if not train:
         raise ConfigError("data: no records to draw PPO prompts from")
-    longest = max(len(r["prompt"]) for r in train + held)
     policy = task.policy(
-        start, cfg.sampling, max_prompt_len=cfg.data.max_len or -(-longest // 8) * 8
+        start, cfg.sampling, max_prompt_len=prompt_width(train + held, cfg.data.max_len)
     )
     if not hasattr(policy, "features"):
         raise ConfigError(

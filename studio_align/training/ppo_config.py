@@ -7,16 +7,8 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from studio_align.config import Strict
-from studio_align.rewards import RewardCallConfig
-from studio_align.training.grpo_run_config import SamplingSection
-from studio_align.training.run_config import (
-    CheckpointConfig,
-    ModelSection,
-    OptimConfig,
-    RecordsSection,
-    TrainConfig,
-    TrainRunConfig,
-)
+from studio_align.training.policy_run_config import PolicyRunConfig
+from studio_align.training.run_config import TrainConfig, TrainRunConfig
 
 
 class PPOConfig(Strict):
@@ -58,29 +50,13 @@ class PPOConfig(Strict):
         return self
 
 
-class PPORunConfig(TrainRunConfig):
+class PPORunConfig(PolicyRunConfig):
     """The run config of `studio-align train ppo`. `[train]` keeps its logging options;
     its `steps`, `batch_size` and `seed` follow `[ppo]` (rollouts x updates, rows per
     minibatch, `ppo.seed`), and `checkpoint.every` counts rollouts."""
 
-    task: str = "router"
     run_dir: Path = Path("runs/ppo")
-    model: ModelSection = Field(default_factory=ModelSection)
-    data: RecordsSection = Field(default_factory=RecordsSection)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
-    optim: OptimConfig = Field(
-        default_factory=lambda: OptimConfig.model_validate(
-            {"learning_rate": 1e-5, "decay": "constant"}
-        )
-    )
-    sampling: SamplingSection = Field(default_factory=SamplingSection)
-    checkpoint: CheckpointConfig = Field(
-        default_factory=lambda: CheckpointConfig.model_validate({"every": 10})
-    )
-    rewards: dict[str, float] = Field(
-        default_factory=lambda: {"intent_accuracy": 1.0, "plan_validity": 0.5}
-    )
-    reward_call: RewardCallConfig = Field(default_factory=RewardCallConfig)
 
     def loop_config(self) -> TrainRunConfig:
         """What `train_loop` runs: one loop step per update, checkpoints on rollouts."""

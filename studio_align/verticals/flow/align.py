@@ -22,10 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from studio_align.algorithms.flow import diffusion_dpo_loss, interpolate, velocity_error
-from studio_align.config import Strict
+from studio_align.config import Strict, refuse_moved
 from studio_align.errors import ConfigError
 from studio_align.generation.flow_sampler import SDEConfig
 from studio_align.rewards import RewardCallConfig
@@ -37,10 +37,31 @@ from studio_align.training.supervised import supervised
 from studio_align.verticals.flow.policy import FlowPolicy
 
 
-class FlowGRPOConfig(Strict):
-    """`[flow_grpo]`: rollouts, the GRPO knobs (mapped onto `GRPOConfig`) and rewards."""
+class FlowGRPOTrainConfig(TrainConfig):
+    """`[train]` with Flow-GRPO's defaults: 20 steps, a log line (its rewards) per step,
+    no progress bar or metrics hook (library calls: the experiment, the quickstart)."""
 
-    steps: int = Field(20, ge=1)
+    steps: int | None = Field(20, ge=1, le=10**9)
+    log_every: int = Field(1, ge=1)
+    progress: bool = False
+    metrics_hook: bool = False
+
+
+def _flow_grpo_optim() -> OptimConfig:
+    # 5e-5 / KL 0.05 chosen on the validation split (docs/experiments/flow-guards-default-setting.md)
+    return OptimConfig.model_validate({"name": "adam", "learning_rate": 5e-5, "decay": "constant"})
+
+
+class FlowGRPOConfig(TrainRunConfig):
+    """Flow-GRPO's run config: the shared sections (`[train]` steps, seed and logging;
+    `[optim]`, Adam 5e-5; `[checkpoint]`, off; `[mesh]`, `[distributed]`) and, at the
+    top, the rollouts, the GRPO knobs (mapped onto `GRPOConfig`) and rewards. The old
+    flat `steps`, `seed` and `learning_rate` are refused with the line naming their place."""
+
+    run_dir: Path | None = None
+    train: FlowGRPOTrainConfig = Field(default_factory=FlowGRPOTrainConfig)
+    optim: OptimConfig = Field(default_factory=_flow_grpo_optim)
+    checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig(enabled=False))
     prompts_per_step: int = Field(4, ge=1)
     group_size: int = Field(8, ge=2)
     sde_steps: int = Field(8, ge=1)
@@ -48,17 +69,24 @@ class FlowGRPOConfig(Strict):
     guidance: float = Field(1.0, gt=0)
     mu: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
-    # 5e-5 / KL 0.05 chosen on the validation split (docs/experiments/flow-guards-default-setting.md): at
-    # 2e-4 `lumen` moved past its own picks within 4 steps (FD to them 1.2x -> 4.3x);
-    # 1e-3 collapsed the pretrained base (reward fell)
-    learning_rate: float = Field(5e-5, gt=0)
     beta: float = Field(0.05, ge=0)  # KL to the reference (0 = off)
     epsilon: float = Field(0.2, gt=0)
     epsilon_high: float | None = Field(0.28, gt=0)  # DAPO clip-higher; None = symmetric
     estimator: str = "grpo"
     weights: dict[str, float] = Field(default_factory=lambda: {"aesthetic": 1.0})
     reward_call: RewardCallConfig = Field(default_factory=RewardCallConfig)  # reward time-outs
-    seed: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        return refuse_moved(
+            data,
+            {"steps": "train.steps", "seed": "train.seed", "learning_rate": "optim.learning_rate"},
+        )
+
+    def with_seed(self, seed: int) -> FlowGRPOConfig:
+        """This config with `train.seed = seed` (one experiment seed)."""
+        return self.model_copy(update={"train": self.train.model_copy(update={"seed": seed})})
 
     def grpo(self) -> GRPOConfig:
         return GRPOConfig.model_validate(
@@ -71,23 +99,16 @@ class FlowGRPOConfig(Strict):
             }
         )  # fmt: skip
 
-    def run(self, run_dir: str | Path | None) -> TrainRunConfig:
-        """The shared loop's settings: steps, seed, a log line per step, no checkpoints."""
+    def run(self, run_dir: str | Path | None = None) -> TrainRunConfig:
+        """The shared loop's sections (`run_dir`, when given, wins over `self.run_dir`)."""
         return TrainRunConfig(
-            run_dir=None if run_dir is None else Path(run_dir),
-            train=TrainConfig(steps=self.steps, seed=self.seed, log_every=1, progress=False,
-                              metrics_hook=False),
-            optim=self.optim(),
-            checkpoint=CheckpointConfig(enabled=False),
+            run_dir=self.run_dir if run_dir is None else Path(run_dir),
+            train=TrainConfig.model_validate(self.train.model_dump()), optim=self.optim,
+            mesh=self.mesh, checkpoint=self.checkpoint, distributed=self.distributed,
         )  # fmt: skip
 
     def sde(self) -> SDEConfig:
         return SDEConfig(steps=self.sde_steps, noise_level=self.noise_level, guidance=self.guidance)
-
-    def optim(self) -> OptimConfig:
-        return OptimConfig.model_validate(
-            {"name": "adam", "learning_rate": self.learning_rate, "decay": "constant"}
-        )
 
 
 def flow_grpo(
@@ -124,7 +145,7 @@ def flow_grpo(
 
     def check(s: int, current: nnx.Module) -> bool:
         nonlocal kept, stopped_at
-        if s % check_every and s != cfg.steps:
+        if s % check_every and s != cfg.train.steps:
             return False
         if stop(current):
             stopped_at = -(-s // check_every) * check_every

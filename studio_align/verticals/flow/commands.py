@@ -4,25 +4,30 @@
   generator (`verticals.flow.pretrain.pretrain_flow`), writing `out/model.safetensors`.
 - `studio-align generate --checkpoint DIR --tags "storyboard: close-up, night" --n N
   --out DIR`: PNGs from the ODE sampler (`--checkpoint base` = the packaged weights).
-- `studio-align eval flow --checkpoint DIR`: win rate under each simulated creator's
-  hidden utility against the base, diversity and Fréchet-distance ratios, on training
-  and held-out tag sets (`verticals.flow.evaluate.compare`), then the sample-quality
-  section (`evaluate.sample_quality_section`; `--no-quality` skips it).
+- `studio-align eval flow --checkpoint DIR --judge REWARD --creator NAME ...`: per
+  creator, the win rate against the base under the judge (a reward over `images` and
+  `creators` taken by name from the plugin host, e.g. the demo's `flow_taste`),
+  diversity and Fréchet-distance ratios, on training and held-out tag sets
+  (`verticals.flow.evaluate.compare`); without `--judge`, the creator-free figures
+  alone (key `all`); then the sample-quality section (`evaluate.sample_quality_section`;
+  `--no-quality` skips it).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
 
 from studio_align.commands import echo_result, load_run_config, run_config_options
+from studio_align.errors import ConfigError
 from studio_align.jsonsafe import json_safe
+from studio_align.plugins import get_host
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, load_flow
-from studio_align.verticals.flow.creators import CREATORS, write_png
-from studio_align.verticals.flow.data import make_dataset
+from studio_align.verticals.flow.data import make_dataset, write_png
 from studio_align.verticals.flow.evaluate import compare, generate, sample_quality_section
 from studio_align.verticals.flow.pretrain import FlowPretrainConfig, pretrain_flow
 from studio_align.verticals.flow.task import parse_prompt
@@ -66,6 +71,10 @@ def generate_cmd(
 @click.option(
     "--base", default="base", show_default=True, help="Base checkpoint ('base' = packaged)."
 )
+@click.option(
+    "--judge", default=None, help="Reward that scores images per creator (e.g. flow_taste)."
+)
+@click.option("--creator", "creators", multiple=True, help="Creator to judge for (repeatable).")
 @click.option("--n-per-set", type=click.IntRange(2, 1024), default=16, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
 @click.option("--report", type=click.Path(file_okay=False, path_type=Path), default=None)
@@ -74,21 +83,26 @@ def generate_cmd(
     help="Sample-quality section: seam, noise and tag recognisability vs real images.",
 )  # fmt: skip
 def eval_flow(
-    checkpoint: str, base: str, n_per_set: int, as_json: bool, report: Path | None,
-    quality: bool,
+    checkpoint: str, base: str, judge: str | None, creators: tuple[str, ...], n_per_set: int,
+    as_json: bool, report: Path | None, quality: bool,
 ) -> None:  # fmt: skip
-    """Per creator: win rate vs base, diversity and Fréchet distance ratios; sample quality
-    of base and aligned against fresh real images at guidance 1 and 3."""
+    """Per creator: win rate vs base under the judge, diversity and Fréchet distance ratios;
+    sample quality of base and aligned against fresh real images at guidance 1 and 3."""
+    if (judge is None) != (not creators):
+        raise ConfigError(
+            "eval flow: --judge and --creator go together (a judge scores per creator)"
+        )
+    judge_reward = get_host().reward(judge) if judge is not None else None
     aligned, _ = load_flow(_checkpoint(checkpoint))
     ref, _ = load_flow(_checkpoint(base))
     data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0
     cache: dict[str, np.ndarray] = {}
-    out = {
-        name: compare(
-            ref, aligned, taste, data_images=data, n_per_set=n_per_set, base_samples=cache
-        )
-        for name, taste in CREATORS.items()
-    }
+    common: dict[str, Any] = {"data_images": data, "n_per_set": n_per_set, "base_samples": cache}
+    out = (
+        {name: compare(ref, aligned, name, judge_reward, **common) for name in creators}
+        if creators
+        else {"all": compare(ref, aligned, **common)}
+    )
     if report is not None:
         report.mkdir(parents=True, exist_ok=True)
     if quality:
@@ -105,8 +119,9 @@ def eval_flow(
             continue
         for split in ("train", "heldout"):
             m = rep[split]
+            win = f"win_rate={m['win_rate']:.3f} " if "win_rate" in m else ""
             click.echo(
-                f"{name:8s} {split:8s} win_rate={m['win_rate']:.3f} "
+                f"{name:8s} {split:8s} {win}"
                 f"diversity={m['diversity/ratio']:.2f}x fd={m['fd/ratio']:.2f}x"
             )
     if quality:

@@ -15,14 +15,17 @@ pretraining distribution and alignment only has to shift mass inside it.
 
 Rendering is numpy at 2x supersampling, box-filtered to the output size (anti-aliased
 edges). Conditions are a vertical id (1 = storyboard, 2 = product; 0 is the null
-condition of classifier-free guidance) and a multi-hot over `TAGS`.
+condition of classifier-free guidance) and a multi-hot over `TAGS`. `write_png` writes one
+image in [0, 1] as an 8-bit PNG (`generate`, selection logs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from studio_align.errors import ConfigError
 
@@ -196,6 +199,12 @@ def make_dataset(
 def to_model_space(images_uint8: np.ndarray) -> np.ndarray:
     """uint8 [0, 255] -> float32 [-1, 1]."""
     return images_uint8.astype(np.float32) / 127.5 - 1.0
+
+
+def write_png(image: np.ndarray, path: Path) -> None:
+    """Image in [0, 1] [H, W, 3] as an 8-bit PNG (the parent folders are made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.round(np.clip(image, 0, 1) * 255).astype(np.uint8)).save(path)
 
 
 def real_by_tag_set(

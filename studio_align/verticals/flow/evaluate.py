@@ -1,9 +1,12 @@
-"""`eval flow`: win rate under a creator's hidden utility, diversity, Fréchet distance.
+"""`eval flow`: win rate under a creator's judge, diversity, Fréchet distance.
 
 - **Win rate**: base and aligned models sample from the *same* initial noise and tag set
-  (ODE, `steps`, `guidance`); the aligned sample wins when the creator's hidden utility
-  ranks it above the base sample (ties count half). Pairing by noise removes the
-  between-sample variance that unpaired comparisons would add.
+  (ODE, `steps`, `guidance`); the aligned sample wins when the judge ranks it above the
+  base sample for that creator (ties count half). Pairing by noise removes the
+  between-sample variance that unpaired comparisons would add. A judge is a reward over
+  `images` and `creators` taken by name from the plugin host: the demo's is `flow_taste`
+  (a simulated creator's hidden utility, registered by the simulators' plugin), so the
+  product scores against a creator's taste without knowing it.
 - **Diversity**: mean pairwise Euclidean distance between standardised features
   (`flow-composition` encoder) of samples of the same tag set, averaged over tag sets;
   reported as the aligned/base ratio (the reward-hacking guard: collapse shows here).
@@ -28,10 +31,13 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
+from studio_align.errors import ConfigError
 from studio_align.generation.flow_sampler import sample_ode, to_unit
 from studio_align.reward_models.color_stats import color_features
+from studio_align.rewards import Reward
+from studio_align.scoring import score_batch
 from studio_align.verticals.contact_sheet import contact_sheet, save_sheet
-from studio_align.verticals.flow.creators import CompositionEncoder, FlowTaste
+from studio_align.verticals.flow.composition import CompositionEncoder
 from studio_align.verticals.flow.data import ALL_TAG_SETS, encode, label, real_by_tag_set
 from studio_align.verticals.flow.quality import TagClassifier, fit_tag_classifier, sample_quality
 
@@ -99,31 +105,46 @@ def diversity(groups: np.ndarray, scale: FeatureScale) -> float:
     return float(np.mean(vals))
 
 
-def win_rate(taste: FlowTaste, base: np.ndarray, aligned: np.ndarray) -> float:
-    """Paired win rate of `aligned` over `base` images ([..., H, W, 3], same noise)."""
-    ub = taste.utility(base.reshape(-1, *base.shape[-3:]))
-    ua = taste.utility(aligned.reshape(-1, *aligned.shape[-3:]))
+def judge_scores(judge: Reward, images: np.ndarray, creator: str) -> np.ndarray:
+    """`judge`'s score of each image ([..., H, W, 3] in [0, 1], flattened) for `creator`,
+    float64; a judge without an opinion on an image is an error naming both."""
+    flat = images.reshape(-1, *images.shape[-3:])
+    columns: dict[str, Any] = {"images": flat, "creators": [creator] * len(flat)}
+    scores = score_batch({judge.name: judge}, columns=columns).per_reward[judge.name]
+    if np.isnan(scores).any():
+        raise ConfigError(f"judge {judge.name!r} has no opinion on creator {creator!r}'s images")
+    return scores
+
+
+def win_rate(base_scores: np.ndarray, aligned_scores: np.ndarray) -> float:
+    """Paired win rate of aligned over base samples from their scores (same noise)."""
+    ub, ua = np.asarray(base_scores), np.asarray(aligned_scores)
     return float(np.mean((ua > ub) + 0.5 * (ua == ub)))
 
 
 def compare(
-    base: Any, aligned: Any, taste: FlowTaste, *, data_images: np.ndarray, n_per_set: int = 16,
-    seed: int = 1234, steps: int = 20, guidance: float = 1.0, scorer: Any = None,
-    base_samples: dict[str, np.ndarray] | None = None, splits: Sequence[str] = ("train", "heldout"),
-    chosen: np.ndarray | None = None,
+    base: Any, aligned: Any, creator: str | None = None, judge: Reward | None = None, *,
+    data_images: np.ndarray, n_per_set: int = 16, seed: int = 1234, steps: int = 20,
+    guidance: float = 1.0, scorer: Any = None, base_samples: dict[str, np.ndarray] | None = None,
+    splits: Sequence[str] = ("train", "heldout"), chosen: np.ndarray | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Every `eval flow` figure of `aligned` against `base` for one creator.
+    """Every `eval flow` figure of `aligned` against `base`, for one creator.
 
+    `judge` (a reward, with `creator`) adds the win rate and both models' mean score
+    (`utility/*`); without one the figures are the creator-free ones (diversity, FD).
     `data_images` [M, H, W, 3] in [0, 1] are pretraining images (the FD reference and the
     feature standardisation). `base_samples` caches the base model's samples by split;
     `splits` limits the tag sets (validation looks at `train` only, with its own `seed`).
+    `scorer` (a reward model) adds its mean score for `creator` (`reward/*`).
     `chosen` [N, H, W, 3]: the images the creator picked (training tag sets); adds, on the
     `train` split, the FD to them (`fd_chosen/*`): does alignment move toward what the
     creator chose, or past it?
     """
+    if (judge is not None or scorer is not None) and creator is None:
+        raise ConfigError("compare: a judge or a scorer scores for a creator; name one")
     scale = FeatureScale(data_images)
     data_feats = color_features(data_images)
-    out: dict[str, Any] = {"creator": taste.name}
+    out: dict[str, Any] = {"creator": creator}
     cache = base_samples if base_samples is not None else {}
     for split, sets in (("train", TRAIN_TAG_SETS), ("heldout", HELDOUT_TAG_SETS)):
         if split not in splits:
@@ -138,24 +159,27 @@ def compare(
         div_a, div_b = diversity(a, scale), diversity(b, scale)
         fd_a = frechet_distance(color_features(flat_a), data_feats)
         fd_b = frechet_distance(color_features(flat_b), data_feats)
-        m = {
-            "win_rate": win_rate(taste, b, a),
-            "utility/aligned": float(taste.utility(flat_a).mean()),
-            "utility/base": float(taste.utility(flat_b).mean()),
+        m: dict[str, float] = {}
+        if judge is not None:
+            assert creator is not None
+            ub, ua = judge_scores(judge, flat_b, creator), judge_scores(judge, flat_a, creator)
+            m.update({"win_rate": win_rate(ub, ua), "utility/aligned": float(ua.mean()),
+                      "utility/base": float(ub.mean())})  # fmt: skip
+        m.update({
             "diversity/aligned": div_a,
             "diversity/base": div_b,
             "diversity/ratio": div_a / div_b,
             "fd/aligned": fd_a,
             "fd/base": fd_b,
             "fd/ratio": fd_a / fd_b,
-        }
+        })  # fmt: skip
         if chosen is not None and split == "train":
             cf = color_features(chosen)
             m["fd_chosen/aligned"] = frechet_distance(color_features(flat_a), cf)
             m["fd_chosen/base"] = frechet_distance(color_features(flat_b), cf)
             m["fd_chosen/ratio"] = m["fd_chosen/aligned"] / m["fd_chosen/base"]
         if scorer is not None:
-            creators = [taste.name] * len(flat_a)
+            creators = [creator] * len(flat_a)
             m["reward/aligned"] = float(scorer.score_images(list(flat_a), creators).mean())
             m["reward/base"] = float(scorer.score_images(list(flat_b), creators).mean())
         out[split] = m

@@ -1,16 +1,19 @@
 """The flow vertical's end-to-end loop: creators select, a reward model learns, the
-generator aligns, and the result is measured against each creator's hidden taste.
+generator aligns, and the result is measured against each creator's judge.
 
 `run_seed` for one seed:
-1. the base model samples `k` candidates for `events_per_set` events of every training
-   tag set (ODE, 20 steps); every simulated creator picks one per event, which writes
-   selection logs in the docs/design.md format (`creators.selection_logs`);
+1. a selection round (`collect`, a `Collect`): the base model's candidates are shown to
+   the creators, whose picks come back as selection logs in the docs/design.md format
+   with the candidates and picks (the demo's round is
+   `simulate.flow.selections.collect_selections`, simulated creators picking);
 2. `reward_models.train.train_reward` fits a Bradley-Terry model with per-creator heads
    over the `flow-composition` encoder on those logs (creator/session split, gate);
 3. per creator, Flow-GRPO against the `aesthetic` reward (that model, the creator's head;
    optionally `flow_diversity`) and/or Diffusion-DPO on the creator's own selection
    pairs, both from the base model;
-4. `evaluate.compare` on training and held-out tag sets.
+4. `evaluate.compare` on training and held-out tag sets under `judge`, a reward taken
+   by name from the plugin host (the demo's: `flow_taste`, the simulated creators'
+   hidden taste, which this module never sees).
 
 `quickstart_stage` is the short version the quickstart runs: one seed, Flow-GRPO only,
 and a labelled before/after grid per creator (`before_after_sheet`).
@@ -22,7 +25,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,7 +41,6 @@ from studio_align.verticals.flow.align import (
     flow_grpo,
 )
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
-from studio_align.verticals.flow.creators import CREATORS, FlowTaste, selection_logs
 from studio_align.verticals.flow.data import label, make_dataset
 from studio_align.verticals.flow.evaluate import (
     TRAIN_TAG_SETS,
@@ -57,23 +59,14 @@ from studio_align.verticals.flow.guards import (
 )
 
 
-def collect_selections(
-    base: Any, out: Path, creators: Sequence[FlowTaste], *, seed: int, events_per_set: int = 12,
-    k: int = 4,
-) -> dict[str, Any]:  # fmt: skip
-    """Candidates from the base model and every creator's picks (logs under `out`)."""
-    sets = [ts for ts in TRAIN_TAG_SETS for _ in range(events_per_set)]
-    cand = generate(base, TRAIN_TAG_SETS, events_per_set * k, seed=10_000 + seed)
-    cand = cand.reshape(len(TRAIN_TAG_SETS) * events_per_set, k, *cand.shape[2:])
-    prompts = [label(v, ts) for v, ts in sets]
-    log = selection_logs(out, cand, prompts, creators, seed=seed)
-    picks: dict[str, np.ndarray] = {c.name: np.zeros(len(sets), np.int64) for c in creators}
-    for line in log.read_text().splitlines():
-        ev = json.loads(line)
-        e = int(ev["id"].rsplit("-e", 1)[1])
-        picks[ev["creator"]][e] = int(ev["chosen"][0][1:])
-    verts, tags = conditions(sets)
-    return {"log": log, "candidates": cand, "picks": picks, "verticals": verts, "tags": tags}
+class Collect(Protocol):
+    """A selection round: `base`'s candidates shown to `creators`, their picks logged
+    under `out`. Returns `log` (the selections JSONL), `candidates` [E, K, H, W, 3] in
+    [0, 1], `picks` {creator: [E] chosen index} and the events' `verticals` and `tags`."""
+
+    def __call__(
+        self, base: Any, out: Path, creators: Sequence[str], *, seed: int
+    ) -> dict[str, Any]: ...
 
 
 def fit_reward(log: Path, out: Path, *, seed: int, host: Any) -> tuple[AestheticScorer, dict]:
@@ -90,15 +83,14 @@ def fit_reward(log: Path, out: Path, *, seed: int, host: Any) -> tuple[Aesthetic
     return AestheticScorer.load(out, host=host), report
 
 
-def prepare(root: Path, *, seed: int, host: Any, creators: Sequence[str],
+def prepare(root: Path, *, seed: int, host: Any, collect: Collect, creators: Sequence[str],
             base_path: str | Path = BASE_WEIGHTS) -> dict[str, Any]:  # fmt: skip
     """Steps 1-2 for one seed: base model, selections, reward model, FD reference."""
     base, _ = load_flow(base_path)
-    tastes = [CREATORS[c] for c in creators]
-    sel = collect_selections(base, root / "logs", tastes, seed=seed)
+    sel = collect(base, root / "logs", list(creators), seed=seed)
     scorer, rm = fit_reward(sel["log"], root / "reward", seed=seed, host=host)
     data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0  # pretraining draws
-    return {"base": base, "tastes": tastes, "sel": sel, "scorer": scorer, "rm": rm,
+    return {"base": base, "creators": list(creators), "sel": sel, "scorer": scorer, "rm": rm,
             "data": data, "anchor": ColourAnchor(data)}  # fmt: skip
 
 
@@ -163,7 +155,7 @@ def with_monitor(stop: Any, monitor: Callable[[Any], None] | None) -> Any:
 
 
 def align(
-    prep: dict[str, Any], taste: FlowTaste, algo: str, run_dir: Path, *, host: Any,
+    prep: dict[str, Any], creator: str, algo: str, run_dir: Path, *, host: Any,
     grpo: FlowGRPOConfig, dpo: FlowDPOConfig, guards: GuardConfig,
     monitor: Callable[[Any], None] | None = None,
 ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
@@ -178,36 +170,40 @@ def align(
         reward_model: Any = scorer
         extra: dict[str, Any] = {}
         if guards.ceiling_quantile is not None:
-            chosen = chosen_images(prep, taste.name)
-            ceiling = ceiling_from(scorer, chosen, taste.name, guards.ceiling_quantile)
+            chosen = chosen_images(prep, creator)
+            ceiling = ceiling_from(scorer, chosen, creator, guards.ceiling_quantile)
             reward_model, extra["ceiling"] = ClippedScorer(scorer, ceiling), ceiling
         g = grpo.model_copy(update={"weights": guards.weights(grpo.weights)})
         stop = with_monitor(quality_stop(prep, guards), monitor)
-        hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards, creator=taste.name,
+        hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards, creator=creator,
                          context={"aesthetic_model": reward_model, "colour_anchor": prep["anchor"]},
                          run_dir=run_dir, stop=stop, check_every=guards.check_every)  # fmt: skip
         extra["steps_kept"] = hist[-1].get("early_stop_kept", float(len(hist)))
         curve = [h.get("reward/total/mean") for h in hist]
         extra.update(reward_curve=[curve[0], curve[-1]], kl=hist[-1].get("kl"))
         return model, extra
-    p = dpo_pairs(sel["candidates"] * 2 - 1, sel["picks"][taste.name], sel["verticals"],
+    p = dpo_pairs(sel["candidates"] * 2 - 1, sel["picks"][creator], sel["verticals"],
                   sel["tags"])  # fmt: skip
     res = flow_dpo(model, base, p, dpo, run_dir=run_dir)
     return model, {"pairs": len(p["xw"]), "dpo_accuracy": res.metrics.get("accuracy")}
 
 
 def run_seed(
-    out: str | Path, *, seed: int, host: Any, algorithms: Sequence[str] = ("grpo", "dpo"),
-    creators: Sequence[str] = tuple(CREATORS), grpo: FlowGRPOConfig | None = None,
+    out: str | Path, *, seed: int, host: Any, collect: Collect, creators: Sequence[str],
+    judge: str, algorithms: Sequence[str] = ("grpo", "dpo"), grpo: FlowGRPOConfig | None = None,
     dpo: FlowDPOConfig | None = None, n_eval: int = 16, base_path: str | Path = BASE_WEIGHTS,
     guards: GuardConfig | None = None, eval_seed: int = 1234,
 ) -> dict[str, Any]:  # fmt: skip
-    """One seed of the experiment (see the module docstring); returns and writes the report."""
+    """One seed of the experiment (see the module docstring); returns and writes the report.
+
+    `judge` names the reward (in `host`) that step 4 measures each creator's win rate by."""
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
+    judge_reward = host.reward(judge)
     t0 = time.perf_counter()
-    prep = prepare(root, seed=seed, host=host, creators=creators, base_path=base_path)
-    g = (grpo or FlowGRPOConfig()).model_copy(update={"seed": seed})
+    prep = prepare(root, seed=seed, host=host, collect=collect, creators=creators,
+                   base_path=base_path)  # fmt: skip
+    g = (grpo or FlowGRPOConfig()).with_seed(seed)
     d = (dpo or FlowDPOConfig()).model_copy(update={"seed": seed})
     rm = prep["rm"]
     report: dict[str, Any] = {
@@ -216,18 +212,18 @@ def run_seed(
         "guards": (guards or GuardConfig()).model_dump(), "results": {},
     }  # fmt: skip
     cache: dict[str, np.ndarray] = {}
-    for taste in prep["tastes"]:
+    for creator in prep["creators"]:
         for algo in algorithms:
             t1 = time.perf_counter()
-            model, extra = align(prep, taste, algo, root / f"{taste.name}-{algo}", host=host,
+            model, extra = align(prep, creator, algo, root / f"{creator}-{algo}", host=host,
                                  grpo=g, dpo=d, guards=guards or GuardConfig())  # fmt: skip
             train_s = time.perf_counter() - t1
-            save_flow(model, root / f"{taste.name}-{algo}", {"trained_by": f"flow {algo}"})
-            rep = compare(prep["base"], model, taste, data_images=prep["data"], n_per_set=n_eval,
-                          scorer=prep["scorer"], base_samples=cache, seed=eval_seed,
-                          chosen=chosen_images(prep, taste.name))  # fmt: skip
-            rep.update(extra, seconds=train_s, taste_fd_ratio=taste_fd_ratio(prep, taste.name))
-            report["results"][f"{taste.name}/{algo}"] = rep
+            save_flow(model, root / f"{creator}-{algo}", {"trained_by": f"flow {algo}"})
+            rep = compare(prep["base"], model, creator, judge_reward, data_images=prep["data"],
+                          n_per_set=n_eval, scorer=prep["scorer"], base_samples=cache,
+                          seed=eval_seed, chosen=chosen_images(prep, creator))  # fmt: skip
+            rep.update(extra, seconds=train_s, taste_fd_ratio=taste_fd_ratio(prep, creator))
+            report["results"][f"{creator}/{algo}"] = rep
     report["seconds"] = time.perf_counter() - t0
     (root / "report.json").write_text(json.dumps(report, indent=2, default=float))
     return report
@@ -261,16 +257,18 @@ def before_after_sheet(base: np.ndarray, aligned: np.ndarray, title: str) -> Any
 
 
 def quickstart_stage(
-    out: str | Path, *, host: Any, seed: int = 0, grpo: FlowGRPOConfig | None = None,
-    creators: Sequence[str] = tuple(CREATORS), n_eval: int = 8, guards: GuardConfig | None = None,
+    out: str | Path, *, host: Any, collect: Collect, creators: Sequence[str], judge: str,
+    seed: int = 0, grpo: FlowGRPOConfig | None = None, n_eval: int = 8,
+    guards: GuardConfig | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The quickstart's flow stage: Flow-GRPO per simulated creator from the packaged base,
-    then `out/flow/<creator>_before_after.png` (rows: tag sets; left half base, right half
+    """The quickstart's flow stage: Flow-GRPO per creator from the packaged base, then
+    `out/flow/<creator>_before_after.png` (rows: tag sets; left half base, right half
     aligned, same noise) and `out/flow/report.json`. `host` must have the flow plugin
-    loaded (the `flow-composition` encoder and the `aesthetic` reward)."""
+    loaded (the `flow-composition` encoder and the `aesthetic` reward) and the `judge`."""
     root = Path(out) / "flow"
-    rep = run_seed(root / "run", seed=seed, host=host, algorithms=("grpo",), creators=creators,
-                   grpo=grpo, n_eval=n_eval, guards=guards or QUICKSTART_GUARDS)  # fmt: skip
+    rep = run_seed(root / "run", seed=seed, host=host, collect=collect, creators=creators,
+                   judge=judge, algorithms=("grpo",), grpo=grpo, n_eval=n_eval,
+                   guards=guards or QUICKSTART_GUARDS)  # fmt: skip
     base, _ = load_flow(BASE_WEIGHTS)
     grids = {}
     for name in creators:

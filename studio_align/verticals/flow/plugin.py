@@ -3,7 +3,7 @@
 
 - `flow`: `verticals.flow.task.FlowTask` (built on first use).
 - `flow-composition`: colour statistics + key and subject-position statistics
-  (`verticals.flow.creators.CompositionEncoder`); `train reward` with this encoder learns
+  (`verticals.flow.composition.CompositionEncoder`); `train reward` with this encoder learns
   where a creator wants the subject, not only the colours.
 - `flow_diversity`, `flow_anchor`: see `verticals.flow.rewards` and `verticals.flow.guards`.
 
@@ -37,7 +37,7 @@ def studio_align_register_encoders(register: Callable[..., None]) -> None:
     register(
         EncoderSpec(
             "flow-composition",
-            "studio_align.verticals.flow.creators:CompositionEncoder",
+            "studio_align.verticals.flow.composition:CompositionEncoder",
             "colour statistics + key and subject position (numpy)",
         )
     )

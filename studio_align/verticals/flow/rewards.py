@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from studio_align.verticals.flow.creators import CompositionEncoder
+from studio_align.verticals.flow.composition import CompositionEncoder
 
 _ENCODER = CompositionEncoder()
 

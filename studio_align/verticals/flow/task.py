@@ -1,7 +1,8 @@
 """`FlowTask`: the flow generator as a `studio_align.tasks.Task` (registered as `flow`).
 
 - `start`: the model from `[model] init_from` (a flow checkpoint) or the packaged base
-  weights; the reference is a frozen copy of the same weights.
+  weights; the reference (unless the trainer says it needs none) is a frozen copy of
+  the same weights.
 - `grpo`: `grpo_prompts` turns selection records (`prompt` = "vertical: tag, tag",
   `creator`) into one prompt per distinct (tag set, creator); `policy` is a `FlowPolicy`
   over those conditions; `reward_context` offers the reward model given as
@@ -12,8 +13,10 @@
   condition from the prompt; `[model] options.creator` keeps one creator's pairs), the
   reference = the starting weights, `dpo.beta` as Diffusion-DPO's beta (thousands: the
   velocity errors are per-pixel means). `diffusion_dpo` is the same for library callers.
-- `evaluate`: paired win rate under every simulated creator's hidden utility, diversity
-  and Fréchet-distance ratios against the packaged base, on the held-out tag sets.
+- `evaluate`: diversity and Fréchet-distance ratios against the packaged base on the
+  held-out tag sets; with a judge (`[model] options.judge`, a reward taken by name from
+  the plugin host, and `options.creators`), per creator also the paired win rate under
+  it (the demo's judge `flow_taste` is a simulated creator's hidden taste).
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ from PIL import Image
 
 from studio_align.errors import ConfigError, DataError
 from studio_align.generation.flow_sampler import SDEConfig
+from studio_align.plugins import get_host
 from studio_align.tasks import StartingPoint
 from studio_align.verticals.flow.align import DPOBatches, FlowDPOConfig, flow_dpo, make_dpo_loss
 from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, clone, load_flow, save_flow
-from studio_align.verticals.flow.creators import CREATORS
 from studio_align.verticals.flow.data import encode, make_dataset
 from studio_align.verticals.flow.evaluate import compare, conditions
 from studio_align.verticals.flow.policy import FlowPolicy
@@ -85,14 +88,16 @@ class FlowTask:
     record_kinds: Mapping[str, str] = {"grpo": "selection_pairs", "dpo": "selection_pairs"}
 
     def start(
-        self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = ()
-    ) -> StartingPoint:
+        self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = (),
+        reference: bool = True,
+    ) -> StartingPoint:  # fmt: skip
         path = getattr(model, "init_from", None) or BASE_WEIGHTS
         flow, meta = load_flow(path)
         options = dict(getattr(model, "options", None) or {})
         return StartingPoint(
-            model=flow, reference=clone(flow), state={"meta": meta, "options": options}
-        )
+            model=flow, reference=clone(flow) if reference else None,
+            state={"meta": meta, "options": options},
+        )  # fmt: skip
 
     def grpo_prompts(
         self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
@@ -163,13 +168,24 @@ class FlowTask:
     def evaluate(
         self, start: StartingPoint, records: Sequence[Mapping[str, Any]]
     ) -> dict[str, float]:
+        opts = start.state.get("options", {})
+        judge_name, creators = opts.get("judge"), list(opts.get("creators") or ())
+        if (judge_name is None) != (not creators):
+            raise ConfigError(
+                "model.options: 'judge' and 'creators' go together (a judge scores per creator)"
+            )
+        judge = get_host().reward(str(judge_name)) if judge_name is not None else None
         base, _ = load_flow(BASE_WEIGHTS)
         data = make_dataset(512, seed=0)[0].astype(np.float32) / 255.0
         out: dict[str, float] = {}
         cache: dict[str, np.ndarray] = {}
-        for name, taste in CREATORS.items():
-            rep = compare(base, start.model, taste, data_images=data, n_per_set=8,
-                          base_samples=cache)  # fmt: skip
+        if judge is None:
+            rep = compare(base, start.model, data_images=data, n_per_set=8, base_samples=cache,
+                          splits=("heldout",))  # fmt: skip
+            return {f"heldout/{k}": rep["heldout"][k] for k in ("diversity/ratio", "fd/ratio")}
+        for name in creators:
+            rep = compare(base, start.model, str(name), judge, data_images=data, n_per_set=8,
+                          base_samples=cache, splits=("heldout",))  # fmt: skip
             for k in ("win_rate", "diversity/ratio", "fd/ratio"):
                 out[f"{name}/heldout/{k}"] = rep["heldout"][k]
         return out

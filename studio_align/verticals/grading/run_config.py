@@ -4,7 +4,6 @@
 run_dir = "runs/grading"
 logs = ["platform/logs.jsonl"]     # files or directories of *.jsonl (images relative to them)
 algorithm = "grpo"                 # "grpo" | "dpo" | "bc" (behaviour cloning only)
-seed = 0
 heldout_fraction = 0.2             # by (creator, session), never by line
 strict = true                      # false: skip (and count) grades with unknown parameters
 skip_bad_images = true             # false: an unreadable image stops the run, naming it
@@ -23,28 +22,44 @@ ratings_weight = 1.0               # inline reward model: weight of the rating (
 timeout_s = 60.0                   # one reward call longer than this stops the run, naming it
 per_reward = { aesthetic = 120.0 } # a reward's own limit (default: none)
 
-[bc]   steps = 300, batch_size = 64, learning_rate = 3e-3
-[grpo] steps = 60, prompts_per_step = 16, group_size = 8, beta = 0.02, learning_rate = 1e-3
-[dpo]  steps = 200, batch_size = 64, beta = 0.05, learning_rate = 1e-3
+[train]                            # the tuned stage (`algorithm`: grpo or dpo) and the run
+steps = 60                         # default: 60 for GRPO, 200 for DPO; 0 skips the stage
+batch_size = 64                    # DPO's pairs per step (GRPO's: prompts_per_step x group_size)
+seed = 0                           # the whole run's: split, model, batches, rollouts
+log_every = 10                     # BC and DPO (GRPO logs every step: its reward curve)
+
+[optim]                            # the tuned stage's optimizer
+name = "adam", learning_rate = 1e-3, decay = "constant"
+
+[bc]   steps = 300, batch_size = 64, learning_rate = 3e-3   # the warm start, its own optimizer
+[grpo] prompts_per_step = 16, group_size = 8, beta = 0.02
+[dpo]  beta = 0.05
 [checkpoint] every = 50, keep = 2, resume = true
 ```
+
+`[train]`, `[optim]`, `[checkpoint]`, `[mesh]` and `[distributed]` are the sections every
+run config shares (`training.run_config.TrainRunConfig`); the keys that moved there (the
+top-level `seed`, `[grpo]`/`[dpo]` `steps` and `learning_rate`, `[dpo] batch_size`) are
+refused with one line naming their new place.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from studio_align.config import Strict
-from studio_align.models.sharding import MeshConfig
+from studio_align.config import Strict, refuse_moved
 from studio_align.reward_models.train import FitSection, GateConfig, HeadConfig
 from studio_align.rewards import RewardCallConfig
-from studio_align.training.checkpoint import CheckpointConfig
-from studio_align.training.distributed import DistributedConfig
-from studio_align.training.grpo import GRPOConfig
-from studio_align.training.optim import OptimConfig
+from studio_align.training.grpo_config import GRPOConfig
+from studio_align.training.run_config import (
+    CheckpointConfig,
+    OptimConfig,
+    TrainConfig,
+    TrainRunConfig,
+)
 
 
 class PolicySection(Strict):
@@ -79,19 +94,22 @@ class BCSection(Strict):
 
 
 class GRPOSection(Strict):
-    """Maps onto `training.grpo.GRPOConfig` (the shared GRPO step's own config); `steps`
-    onto the loop's `train.steps`."""
+    """Maps onto `training.grpo.GRPOConfig` (the shared GRPO step's own config); its steps
+    are `train.steps`, its optimizer `[optim]`."""
 
-    steps: int = Field(60, ge=0)
     prompts_per_step: int = Field(16, ge=1)
     group_size: int = Field(8, ge=2)
     mu: int = Field(2, ge=1)
-    learning_rate: float = Field(1e-3, gt=0)
     epsilon: float = Field(0.2, gt=0)
     epsilon_high: float = Field(0.28, gt=0)
     beta: float = Field(0.02, ge=0)
     kl: Literal["k1", "k2", "k3"] = "k3"
     estimator: Literal["grpo", "dr_grpo", "rloo"] = "grpo"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        return refuse_moved(data, {"steps": "train.steps", "learning_rate": "optim.learning_rate"})
 
     def grpo(self) -> GRPOConfig:
         return GRPOConfig(
@@ -107,29 +125,49 @@ class GRPOSection(Strict):
             dynamic_sampling=False,  # continuous rewards: groups practically never tie
         )
 
-    def optim(self) -> OptimConfig:
-        return OptimConfig(name="adam", learning_rate=self.learning_rate, decay="constant")
-
 
 class DPOSection(Strict):
-    steps: int = Field(200, ge=0)
-    batch_size: int = Field(64, ge=1)
+    """DPO over grade pairs; its steps and pairs per step are `[train]`'s, its optimizer
+    `[optim]`."""
+
     beta: float = Field(0.05, gt=0)
     loss_type: Literal["sigmoid", "robust", "hinge", "ipo"] = "sigmoid"
-    learning_rate: float = Field(1e-3, gt=0)
 
-    def optim(self) -> OptimConfig:
-        return OptimConfig(name="adam", learning_rate=self.learning_rate, decay="constant")
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        return refuse_moved(
+            data,
+            {"steps": "train.steps", "batch_size": "train.batch_size",
+             "learning_rate": "optim.learning_rate"},
+        )  # fmt: skip
 
 
-class GradingRunConfig(Strict):
+STAGE_STEPS = {"grpo": 60, "dpo": 200}  # the tuned stage's steps when `train.steps` is unset
+
+
+class GradingTrainConfig(TrainConfig):
+    """`[train]`: the tuned stage's steps (None: `STAGE_STEPS`; 0 skips it) and DPO's
+    pairs per step; the run's seed; BC and DPO logging (GRPO logs every step)."""
+
+    steps: int | None = Field(None, ge=0, le=10**9)
+    batch_size: int = Field(64, ge=1, le=1 << 20)
+
+
+def _tuned_optim() -> OptimConfig:
+    return OptimConfig(name="adam", learning_rate=1e-3, decay="constant")
+
+
+class GradingRunConfig(TrainRunConfig):
     """The run config of `studio-align train grading` (see the module docstring)."""
 
     run_dir: Path = Path("runs/grading")
+    train: GradingTrainConfig = Field(default_factory=GradingTrainConfig)
+    optim: OptimConfig = Field(default_factory=_tuned_optim)
+    checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig(every=50, keep=2))
     logs: list[str] = Field(min_length=1)
     quarantine: str | None = None
     algorithm: Literal["grpo", "dpo", "bc"] = "grpo"
-    seed: int = 0
     heldout_fraction: float = Field(0.2, ge=0.0, le=1.0)
     strict: bool = True
     skip_bad_images: bool = True
@@ -139,7 +177,23 @@ class GradingRunConfig(Strict):
     bc: BCSection = Field(default_factory=BCSection)
     grpo: GRPOSection = Field(default_factory=GRPOSection)
     dpo: DPOSection = Field(default_factory=DPOSection)
-    checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig(every=50, keep=2))
-    # the sections every run config shares: device mesh and multi-host start-up
-    mesh: MeshConfig = Field(default_factory=MeshConfig)
-    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        return refuse_moved(data, {"seed": "train.seed"})
+
+    @model_validator(mode="after")
+    def _loop_keys_apply(self) -> GradingRunConfig:
+        default = TrainConfig()
+        for key in ("epochs", "grad_accum"):
+            if getattr(self.train, key) != getattr(default, key):
+                raise ValueError(f"train.{key} does not apply to grading: set train.steps")
+        return self
+
+    @property
+    def stage_steps(self) -> int:
+        """Steps of the tuned stage (`algorithm` grpo or dpo; 0 for bc)."""
+        if self.train.steps is not None:
+            return self.train.steps
+        return STAGE_STEPS.get(self.algorithm, 0)

@@ -55,8 +55,9 @@ class GradingTask:
     # -- Task ------------------------------------------------------------------------------
 
     def start(
-        self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = ()
-    ) -> StartingPoint:
+        self, model: Any, *, seed: int, records: Sequence[Mapping[str, Any]] = (),
+        reference: bool = True,
+    ) -> StartingPoint:  # fmt: skip
         """From `model.init_from` (a grading model dir) or a fresh policy over the records'
         creators, input statistics fitted on the records' images."""
         init = getattr(model, "init_from", None)
@@ -73,9 +74,8 @@ class GradingTask:
                     progress=False,
                 )  # fmt: skip
                 gm.policy.set_input_stats(th.feats)
-        return StartingPoint(
-            model=gm.policy, reference=copy_policy(gm.policy), state={"grading": gm}
-        )
+        ref = copy_policy(gm.policy) if reference else None
+        return StartingPoint(model=gm.policy, reference=ref, state={"grading": gm})
 
     def evaluate(
         self, start: StartingPoint, records: Sequence[Mapping[str, Any]]

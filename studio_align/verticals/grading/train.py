@@ -63,11 +63,16 @@ from studio_align.verticals.grading.run_config import GradingRunConfig
 
 def _loop_cfg(
     cfg: GradingRunConfig, stage: str, steps: int, optim: OptimConfig, *, batch_size: int = 16,
-    log_every: int = 10,
+    log_every: int | None = None,
 ) -> TrainRunConfig:  # fmt: skip
+    """One stage's loop: `[train]`'s seed and logging with the stage's steps and batch."""
+    train = TrainConfig.model_validate(
+        {**cfg.train.model_dump(), "steps": steps, "batch_size": batch_size,
+         "log_every": log_every or cfg.train.log_every}
+    )  # fmt: skip
     return TrainRunConfig(
         run_dir=cfg.run_dir / stage,
-        train=TrainConfig(steps=steps, batch_size=batch_size, seed=cfg.seed, log_every=log_every),
+        train=train,
         optim=optim,
         checkpoint=cfg.checkpoint,
         mesh=cfg.mesh,
@@ -99,7 +104,7 @@ def _reward_model(
         out=str(out),
         quarantine=None if cfg.quarantine is None else str(cfg.run_dir / "reward-quarantine.jsonl"),
         skip_bad_images=cfg.skip_bad_images,
-        seed=cfg.seed,
+        seed=cfg.train.seed,
         heldout_fraction=cfg.heldout_fraction,
         encoder=EncoderConfig(
             name="color-stats",
@@ -145,7 +150,7 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     seconds: dict[str, float] = {}
     data = read_grading_logs(
         cfg.logs,
-        seed=cfg.seed,
+        seed=cfg.train.seed,
         heldout_fraction=cfg.heldout_fraction,
         quarantine=cfg.quarantine,
         strict=cfg.strict,
@@ -168,7 +173,7 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
         hidden=cfg.policy.hidden,
         init_log_std=cfg.policy.init_log_std,
         thumbnail=cfg.policy.thumbnail,
-        seed=cfg.seed,
+        seed=cfg.train.seed,
     )
     train_paths = sorted({p for p in prompt_rows(data, th)[0]} | {
         r.image for r in data.retouches if r.split == "train"
@@ -184,7 +189,7 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
     if cfg.bc.steps and len(bc["actions"]):
         # fewer retouches than a batch (a small platform): one batch of all of them
         bs = min(cfg.bc.batch_size, len(bc["actions"]))
-        bc_source = ArrayBatches(bc, bs, seed=cfg.seed)
+        bc_source = ArrayBatches(bc, bs, seed=cfg.train.seed)
         res = train_loop(
             model.policy,
             _loop_cfg(cfg, "bc", cfg.bc.steps, cfg.bc.optim(), batch_size=bs),
@@ -197,21 +202,21 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
 
     t = time.perf_counter()
     reference = copy_policy(model.policy)
-    if cfg.algorithm == "dpo" and cfg.dpo.steps:
+    if cfg.algorithm == "dpo" and cfg.stage_steps:
         d = dpo_arrays(data, th, model)
         d["ref_chosen"] = reference_logps(reference, d["feats"], d["cond"], d["chosen"])
         d["ref_rejected"] = reference_logps(reference, d["feats"], d["cond"], d["rejected"])
         loss = make_dpo_grade_loss(beta=cfg.dpo.beta, loss_type=cfg.dpo.loss_type)
-        bs = min(cfg.dpo.batch_size, len(d["chosen"]))
-        dpo_source = ArrayBatches(d, bs, seed=cfg.seed)
+        bs = min(cfg.train.batch_size, len(d["chosen"]))
+        dpo_source = ArrayBatches(d, bs, seed=cfg.train.seed)
         res = train_loop(
             model.policy,
-            _loop_cfg(cfg, "dpo", cfg.dpo.steps, cfg.dpo.optim(), batch_size=bs),
+            _loop_cfg(cfg, "dpo", cfg.stage_steps, cfg.optim, batch_size=bs),
             supervised(loss, dpo_source),
             name="dpo",
         )
         stages["dpo"] = {"pairs": len(d["chosen"]), "steps": res.step, **res.metrics}
-    elif cfg.algorithm == "grpo" and cfg.grpo.steps:
+    elif cfg.algorithm == "grpo" and cfg.stage_steps:
         stages["grpo"] = _grpo(cfg, model, reference, data, th, scorer, host)
     seconds["tune"] = time.perf_counter() - t
 
@@ -219,7 +224,7 @@ def train_grading(cfg: GradingRunConfig, *, host: Any = None) -> dict[str, Any]:
         "tuned": heldout_delta_e(model, data, th),
         "base": heldout_delta_e(base, data, th),
     }
-    split = {"seed": cfg.seed, "heldout_fraction": cfg.heldout_fraction}
+    split = {"seed": cfg.train.seed, "heldout_fraction": cfg.heldout_fraction}
     meta = {
         "algorithm": cfg.algorithm,
         "split": split,
@@ -285,7 +290,7 @@ def _grpo(
         g.grpo(),
         ref_model=reference if g.beta > 0 else None,
     )
-    run = _loop_cfg(cfg, "grpo", max(1, g.steps), g.optim(), log_every=1)
+    run = _loop_cfg(cfg, "grpo", cfg.stage_steps, cfg.optim, log_every=1)
     result = train_loop(model.policy, run, step, name="grpo")  # its progress / heartbeat lines
     hist = result.history
     first = [h["reward/total/mean"] for h in hist[:5]]
