@@ -24,7 +24,7 @@ def test_both_are_train_run_configs():
 @pytest.mark.parametrize(
     ("toml", "line"),
     [
-        ('seed = 3\n', "<root>: `seed` moved to the shared [train] section: write train.seed = 3"),
+        ('seed = 3\n', "grading.toml: `seed` moved to the shared [train] section: write train.seed = 3"),
         ("[grpo]\nsteps = 20\n", "grpo: `steps` moved to the shared [train] section: write train.steps = 20"),
         ("[grpo]\nlearning_rate = 0.01\n", "grpo: `learning_rate` moved to the shared [optim] section: write optim.learning_rate = 0.01"),
         ("[dpo]\nbatch_size = 8\n", "dpo: `batch_size` moved to the shared [train] section: write train.batch_size = 8"),
