@@ -114,7 +114,11 @@ def test_each_stage_config_is_what_train_kind_config_takes() -> None:
     for cls, rc in built.items():
         assert validate(cls, tomllib.loads(dump_toml(rc))) == rc
     assert built[DPORunConfig].dpo.loss_type == "ipo"
-    assert built[DPORunConfig].model.options == {"train_encoder": True}
+    # SFT fine-tunes the encoder; the preference stages keep it frozen
+    assert built[DPORunConfig].model.options == {}
+    assert built[GRPORunConfig].model.options == {}
+    sft_more = sft_run_config(Path("/out"), cfg, DATA, SFT)
+    assert sft_more.model.init_from == SFT and sft_more.model.options == {"train_encoder": True}
 
 
 def test_what_the_data_lacks_changes_the_stage() -> None:

@@ -185,7 +185,8 @@ class RouterSettings(Strict):
     # 0.858-0.864 for the from-scratch router after 800 (docs/experiments/router-pretrained-encoder.md).
     # "none": the from-scratch decoder with a BPE tokenizer trained on the requests
     encoder: Literal["use-multilingual-v3", "none"] = "use-multilingual-v3"
-    # fine-tune the encoder's layers above its (frozen) piece table too; measured effect with
+    # SFT fine-tunes the encoder's layers above its (frozen) piece table too (the preference
+    # stages keep it as SFT left it); measured effect with
     # refusals in the data: hand-written validation (272 requests, 2 seeds) 0.899 -> 0.928,
     # SFT 2.5x slower (docs/experiments/router-refusals-and-encoder-fine-tuning.md)
     train_encoder: bool = True
