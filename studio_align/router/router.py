@@ -498,7 +498,11 @@ class Router:
     def analyse(self, requests: Sequence[Any]) -> tuple[list[list[int]], Analysis]:
         """Greedy constrained plans (completion ids) and their analysis (`analysis.py`):
         from the decoding pass itself with the sampler, else by one scoring pass."""
-        prompts, inits = self.encode(requests)
+        return self._analyse(*self.encode(requests))
+
+    def _analyse(
+        self, prompts: list[list[int]], inits: list[int]
+    ) -> tuple[list[list[int]], Analysis]:
         comps, _, an = self._decode(prompts, inits)
         return comps, an if an is not None else analyse(self, prompts, comps, inits)
 
@@ -517,9 +521,7 @@ class Router:
             if self.memory_key == "sentence" and self._sentence_fn is not None:
                 keys = self.memory_keys(prompts)
             else:
-                comps, _, an = self._decode(prompts, inits)
-                an = an if an is not None else analyse(self, prompts, comps, inits)
-                keys = self.memory_keys(prompts, an)
+                keys = self.memory_keys(prompts, self._analyse(prompts, inits)[1])
             out.append(keys[: len(chunk)])
         return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
@@ -536,8 +538,7 @@ class Router:
         embeddings the memory compares, from one pass."""
         id_to_step = dict(zip(self.grammar.step_ids, self.catalog.names, strict=True))
         prompts, inits = self.encode(chunk)
-        comps, _, decoded = self._decode(prompts, inits)
-        an = decoded if decoded is not None else analyse(self, prompts, comps, inits)
+        comps, an = self._analyse(prompts, inits)
         raw = np.exp(plan_logprob(an.step_logits, an.actions, 1.0))
         cal = self.calibration
         unfam = cal.unfamiliarity(an.hidden) if cal is not None else np.zeros(len(chunk))
