@@ -12,8 +12,8 @@ default size: sft.steps x batch_size = 9,600 examples) of each seed:
   10 nearest such requests that carry that plan;
 - **logistic regression**: multinomial over the training plans (L2, full-batch L-BFGS);
   plans invalid for the attachments are masked and the rest renormalised. The L2 weight
-  is chosen on validation only (the generator's validation split plus handwritten_val
-  and handwritten_val2).
+  is chosen on validation only (the generator's validation split plus the packaged
+  validation sets, `eval.VAL_SETS`, as the router's settings are).
 
 Both are scored by `router.evaluate.evaluate_routes`, the function behind `eval router`,
 on the generator's held-out phrasings and every hand-written evaluation set: exact-plan
@@ -148,7 +148,7 @@ def run_seed(seed: int, feats: Features) -> dict[str, Any]:
     plans = sorted({tuple(r["plan"]) for r in train})
     index = {p: i for i, p in enumerate(plans)}
     tx, ty = feats(train), np.array([index[tuple(r["plan"])] for r in train])
-    val = splits["val"] + packaged.load("handwritten_val") + packaged.load("handwritten_val2")
+    val = splits["val"] + [r for name in packaged.VAL_SETS for r in packaged.load(name)]
     sets = {"heldout": splits["heldout"], **{n: packaged.load(n) for n in packaged.EVAL_SETS}}
 
     def exact_on(rows, pred):

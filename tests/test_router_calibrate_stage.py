@@ -14,9 +14,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from serving_helpers import make_router_checkpoint
 
 from studio_align.router import eval as packaged
+from studio_align.router.calibration import kept_rows
 from studio_align.router.router import Router
 from studio_align.router.settings import RouterSettings, StageData
-from studio_align.router.stage_run import calibrate_stage, kept_rows
+from studio_align.router.stage_run import calibrate_stage
 from studio_align.simulate.router.requests import generate_examples
 
 DATA = StageData(train=generate_examples(60, seed=0),

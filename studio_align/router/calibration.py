@@ -309,6 +309,30 @@ def fit_thresholds(
     return cal
 
 
+def kept_rows(
+    rows: list[dict[str, Any]], plans: list[list[str]], reference: list[list[str]]
+) -> list[dict[str, Any]]:
+    """The validation `rows` whose tuned plan (`plans`) equals the reference router's.
+
+    Why: a preference stage moves the router towards what creators chose where that differs
+    from the label, so on the rows whose plan the stage changed the label no longer says
+    what is right. Abstain thresholds fitted against labels there count the preference as
+    an error and make the served router refuse it."""
+    return [r for r, p, q in zip(rows, plans, reference, strict=True) if list(p) == list(q)]
+
+
+def agreed_rows(
+    router: Any, reference: Any, rows: list[dict[str, Any]], *, batch_size: int, min_rows: int = 40
+) -> list[dict[str, Any]]:
+    """`kept_rows` of `router` against the `reference` router (both `Router`s) on `rows`,
+    or all of `rows` when fewer than `min_rows` are kept (too few to fit thresholds on)."""
+    requests = [r["request"] for r in rows]
+    plans, _ = router.route_raw(requests, batch_size=batch_size)
+    ref, _ = reference.route_raw(requests, batch_size=batch_size)
+    kept = kept_rows(rows, plans, ref)
+    return kept if len(kept) >= min_rows else rows
+
+
 def fit_calibration(
     router: Any,
     train: Sequence[dict[str, Any]],

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from studio_align.errors import ConfigError, DataError
-from studio_align.router.calibration import fit_calibration
+from studio_align.router.calibration import agreed_rows, fit_calibration
 from studio_align.router.data import read_examples
 from studio_align.router.ensemble import RouterEnsemble, is_ensemble, save_temperature
 from studio_align.router.router import Router
@@ -37,14 +37,18 @@ def calibrate_checkpoint(
     train: str | Path | None = None,
     target: float | None = None,
     unfamiliarity_in_confidence: bool = False,
+    reference: str | Path | None = None,
     batch_size: int = 128,
 ) -> dict[str, Any]:
     """Fit and save the calibration of the router (or ensemble) at `checkpoint` on the
     labelled `validation` file; `train` (labelled training requests, the router's own
     training file at best) fits the unfamiliarity model of a single router, `target`
-    (0.95 when None) its abstain thresholds. An ensemble gets a temperature only, so the
-    single-router options are refused for it rather than ignored. Returns what was fitted
-    (JSON-ready)."""
+    (0.95 when None) its abstain thresholds. `reference` (the SFT router a preference-tuned
+    router started from) fits the thresholds only on the validation rows both routers plan
+    alike (`calibration.agreed_rows`), as the quickstart calibrates its served router, so
+    the tuned router is not made to abstain where it follows creators over the labels. An
+    ensemble gets a temperature only, so the single-router options are refused for it
+    rather than ignored. Returns what was fitted (JSON-ready)."""
     if target is not None and not 0.0 < target <= 1.0:
         raise ConfigError(f"--target: {target} is not in (0, 1]")
     ensemble = is_ensemble(checkpoint)
@@ -52,6 +56,7 @@ def calibrate_checkpoint(
         "--train": train is not None,
         "--target": target is not None,
         "--unfamiliarity-in-confidence": unfamiliarity_in_confidence,
+        "--reference": reference is not None,
     }
     given = [name for name, on in options.items() if on]
     if ensemble and given:
@@ -73,6 +78,8 @@ def calibrate_checkpoint(
     rows = _labelled(train, "the unfamiliarity model")
     router = Router.load(checkpoint)
     router.calibration = None
+    if reference is not None:
+        val = agreed_rows(router, Router.load(reference), val, batch_size=batch_size)
     cal = fit_calibration(
         router,
         rows,

@@ -101,6 +101,8 @@ def ensemble_router(routers: tuple[Path, ...], out: Path) -> None:
               help="Selective accuracy the abstain thresholds keep on validation (0.95).")  # fmt: skip
 @click.option("--unfamiliarity-in-confidence", is_flag=True,
               help="Fit the confidence on log-odds and unfamiliarity together (docs/router.md).")  # fmt: skip
+@click.option("--reference", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="The SFT router CHECKPOINT was tuned from: fit thresholds on the rows both plan alike.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def calibrate_router(
     checkpoint: Path,
@@ -108,6 +110,7 @@ def calibrate_router(
     train: Path | None,
     target: float | None,
     unfamiliarity_in_confidence: bool,
+    reference: Path | None,
     as_json: bool,
 ) -> None:
     """Fit CHECKPOINT's temperature, unfamiliarity model and abstain thresholds (an
@@ -119,6 +122,7 @@ def calibrate_router(
         train=train,
         target=target,
         unfamiliarity_in_confidence=unfamiliarity_in_confidence,
+        reference=reference,
     )
     if as_json:
         click.echo(json.dumps(res, indent=2))
