@@ -20,6 +20,11 @@ after `warmup_steps`, `spread_s`, the GRPO split), plus:
   `precompute_warm_s` (compiled, no cache), and the whole-run throughput counting the
   precompute over one and three epochs of the dataset (`epoch1_pairs_per_s`,
   `epoch3_pairs_per_s`, warm precompute; `_cold` with the cold one).
+- DPO `mfu`: model FLOPs of the step (`bench/engine.py`'s count: 6 x matmul parameters
+  incl. the tied head, plus attention, per token of both sequences of every pair; the
+  reference forward, a third of that, added for `refstep`) over the step time, as a
+  fraction of this machine's f32 matmul peak measured just before and after the run (the
+  higher of the two, as `bench/engine.py` does).
 - GRPO: `rollout_s` (the policy's `sample`), `ref_s`, `collect_s` (rollout + rewards),
   `experience_s` = collect + ref, `update_s` = `step_s - experience_s` in sync mode; in
   async mode experience overlaps the update, so `wait_s` (time the step waited for its
@@ -145,6 +150,7 @@ def report(algo: str, step_s: float, per_step: int, unit: str, **extra: Any) -> 
 
 def run_dpo(dims: dict, variant: str) -> None:
     import jax
+    from engine import matmul_peak, model_flops_per_token  # bench/engine.py, beside this file
     from flax import nnx
 
     from studio_align.plugins import get_host
@@ -171,6 +177,7 @@ def run_dpo(dims: dict, variant: str) -> None:
     dcfg = DPOConfig(loss_type="sigmoid", beta=dims["dpo"]["beta"])
     policy, ref = model(dims), model(dims)
     clock = Clock(dims["warmup_steps"])
+    peak_before = matmul_peak()["flops"]
 
     class Hook:
         def studio_align_on_metrics(self, run: Any, step: int, metrics: Any) -> None:
@@ -219,6 +226,13 @@ def run_dpo(dims: dict, variant: str) -> None:
         batches = ArrayBatches(arrays, b, shuffle=False)  # with pack_pairs' layout
         res = train_loop(Both(policy, ref), run, supervised(loss_fn, batches), wrt=wrt, name="dpo")
     step_s = clock.step_s()
+    peak = max(peak_before, matmul_peak()["flops"])
+    seq = p_len + c_len
+    step_flops = model_flops_per_token(policy.cfg, seq) * 2 * b * seq
+    if variant != "cached":
+        step_flops *= 4 / 3  # the reference's forward: a third of forward + backward
+    extra |= {"model_gflop_per_step": step_flops / 1e9, "matmul_peak_gflops": peak / 1e9,
+              "mfu": step_flops / step_s / peak}  # fmt: skip
     if variant == "cached":
         n = len(prompts)
         for epochs in (1, 3):

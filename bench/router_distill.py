@@ -6,7 +6,7 @@ at 95 % and requests/s at batch 1.
 
 Scores each checkpoint on labelled routing examples (`--examples`: a compiled
 `routing_examples.jsonl`, e.g. a `data compile` held-out split) and, with
-`--handwritten`, on the packaged hand-written sets (`handwritten_v1`, `handwritten_v2`).
+`--handwritten`, on the packaged hand-written evaluation sets (`packaged.EVAL_SETS`).
 Confidences are raw (no temperature) for all three, so they compare like for like.
 Requests/s at batch 1: warm routing of the set's requests one at a time (after one
 untimed pass), so the ensemble's cost (a decode per member plus scoring passes) shows.
@@ -48,7 +48,7 @@ def main() -> None:
         lines = args.examples.read_text(encoding="utf-8").splitlines()
         sets["examples"] = [json.loads(x) for x in lines if x.strip()]
     if args.handwritten:
-        sets |= {"hw_v1": packaged.load("handwritten_v1"), "hw_v2": packaged.load("handwritten_v2")}
+        sets |= {name: packaged.load(name) for name in packaged.EVAL_SETS}
     rows = []
     for name, path in (("member", args.member), ("ensemble", args.ensemble),
                        ("distilled", args.student)):  # fmt: skip
