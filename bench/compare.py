@@ -20,11 +20,14 @@ after `warmup_steps`, `spread_s`, the GRPO split), plus:
   `precompute_warm_s` (compiled, no cache), and the whole-run throughput counting the
   precompute over one and three epochs of the dataset (`epoch1_pairs_per_s`,
   `epoch3_pairs_per_s`, warm precompute; `_cold` with the cold one).
-- DPO `mfu`: model FLOPs of the step (`bench/engine.py`'s count: 6 x matmul parameters
-  incl. the tied head, plus attention, per token of both sequences of every pair; the
-  reference forward, a third of that, added for `refstep`) over the step time, as a
-  fraction of this machine's f32 matmul peak measured just before and after the run (the
-  higher of the two, as `bench/engine.py` does).
+- DPO `mfu`: the FLOPs the step computes (`bench/engine.py`'s `pair_step_flops`: forward
+  + backward of one shared-prompt row per pair, the vocabulary projection at the scored
+  positions only, attention over the row; the reference forward, a third of that, added
+  for `refstep`) over the step time, as a fraction of this machine's f32 matmul peak
+  measured just before and after the run (the higher, best over a few GEMM shapes).
+  `dense_mfu` counts instead what a plain implementation computes for the same pairs
+  (`model_flops_per_token` for both 64-token sequences of every pair): it exceeds `mfu`
+  by what prefix sharing and the completion-only projection save, and can exceed 1.
 - GRPO: `rollout_s` (the policy's `sample`), `ref_s`, `collect_s` (rollout + rewards),
   `experience_s` = collect + ref, `update_s` = `step_s - experience_s` in sync mode; in
   async mode experience overlaps the update, so `wait_s` (time the step waited for its
@@ -150,7 +153,7 @@ def report(algo: str, step_s: float, per_step: int, unit: str, **extra: Any) -> 
 
 def run_dpo(dims: dict, variant: str) -> None:
     import jax
-    from engine import matmul_peak, model_flops_per_token  # bench/engine.py, beside this file
+    from engine import matmul_peak, model_flops_per_token, pair_step_flops  # bench/engine.py
     from flax import nnx
 
     from studio_align.plugins import get_host
@@ -227,12 +230,12 @@ def run_dpo(dims: dict, variant: str) -> None:
         res = train_loop(Both(policy, ref), run, supervised(loss_fn, batches), wrt=wrt, name="dpo")
     step_s = clock.step_s()
     peak = max(peak_before, matmul_peak()["flops"])
-    seq = p_len + c_len
-    step_flops = model_flops_per_token(policy.cfg, seq) * 2 * b * seq
-    if variant != "cached":
-        step_flops *= 4 / 3  # the reference's forward: a third of forward + backward
+    seq, ref_fwd = p_len + c_len, 4 / 3 if variant != "cached" else 1.0
+    dense = model_flops_per_token(policy.cfg, seq) * 2 * b * seq * ref_fwd
+    step_flops = pair_step_flops(policy.cfg, arrays, b, reference=variant != "cached")
     extra |= {"model_gflop_per_step": step_flops / 1e9, "matmul_peak_gflops": peak / 1e9,
-              "mfu": step_flops / step_s / peak}  # fmt: skip
+              "mfu": step_flops / step_s / peak,
+              "dense_gflop_per_step": dense / 1e9, "dense_mfu": dense / step_s / peak}  # fmt: skip
     if variant == "cached":
         n = len(prompts)
         for epochs in (1, 3):

@@ -106,6 +106,23 @@ def model_flops_per_token(cfg: ModelConfig, seq: int) -> float:
     return 6 * n_matmul + attn
 
 
+def pair_step_flops(cfg: ModelConfig, arrays: dict, pairs: int, *, reference: bool) -> float:
+    """Forward + backward FLOPs of one DPO step over `pairs` pairs, counting the positions
+    the step computes: one shared-prompt row per pair (`shared_tokens`) or both sequences,
+    the vocabulary projection at the scored positions only (`shared_pred` or the
+    completion windows), attention over the row. `reference` adds the reference's forward
+    (a third of forward + backward)."""
+    if "shared_tokens" in arrays:
+        rows, width, proj = pairs, arrays["shared_tokens"].shape[1], arrays["shared_pred"].shape[1]
+    else:
+        rows, width = 2 * pairs, arrays["chosen_tokens"].shape[1]
+        proj = arrays["chosen_window"].shape[1] if "chosen_window" in arrays else width
+    body = cfg.num_params(include_embedding=False) * width + cfg.vocab_size * cfg.d_model * proj
+    attn = 2 * cfg.num_layers * cfg.num_heads * cfg.head_dim * width * width
+    flops = 6.0 * rows * (body + attn)
+    return flops * 4 / 3 if reference else flops
+
+
 def bench_train(cfg: ModelConfig, batch: int, seq: int, steps: int) -> dict:
     model = Transformer(cfg, rngs=nnx.Rngs(0))
     graphdef, params = nnx.split(model, nnx.Param)
