@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -172,3 +173,62 @@ def test_async_rollout_checkpoints_and_resumes(tmp_path) -> None:
     rest = res.history
     assert [h["step"] for h in rest] == [3, 4]
     assert rest[0]["rollout/staleness"] == 0.0  # the first rollout after a resume is on-policy
+
+
+class _WherePolicy(TablePolicy):
+    """The table policy, noting which devices the parameters it samples from live on."""
+
+    def __init__(self, length: int):
+        super().__init__(length)
+        self.devices: set[int] = set()
+
+    def sample(self, model: Table, prompts: Any, group_size: int, rng: jax.Array) -> Any:
+        self.devices |= {d.id for d in model.logits[...].devices()}
+        return super().sample(model, prompts, group_size, rng)
+
+
+def _split_run(rollout_devices: int) -> dict:
+    """The table task overlapped, sampling on the last `rollout_devices` of 8 devices."""
+    cfg = GRPOConfig(prompts_per_step=4, group_size=8, mu=2, minibatches=2, beta=0.05,
+                     async_rollout=True, rollout_devices=rollout_devices)  # fmt: skip
+    policy = _WherePolicy(4)
+    step = GRPOStep(policy, [0, 1, 2, 3], plugin_reward_fn([toy.pattern_reward(TARGET)]),
+                    cfg, ref_model=Table(4, 8, rngs=nnx.Rngs(0)))  # fmt: skip
+    trained: set[int] = set()
+
+    def stop(s: int, model: nnx.Module) -> bool:
+        trained.update(d.id for d in model.logits[...].devices())
+        return False
+
+    mesh = {"data": 8 - rollout_devices, "min_shard_size": 0}
+    result = train_loop(Table(4, 8, rngs=nnx.Rngs(0)), run_config(15, mesh=mesh), step,
+                        name="grpo", stop=stop)  # fmt: skip
+    return {"curve": curve(result), "compiles": result.compiles,
+            "trained_on": sorted(trained), "sampled_on": sorted(policy.devices)}  # fmt: skip
+
+
+def test_split_device_rollout_on_8_devices_learns_and_keeps_apart() -> None:
+    """`rollout_devices = 4` on 8 CPU devices: the update's parameters live on devices
+    0-3 only, every rollout samples from a copy on device 4, and the toy task is learned as with the
+    same-device overlap (one compile of the update)."""
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        "JAX_PLATFORMS": "cpu",
+    }
+    code = (
+        "import sys, json; sys.path.insert(0, 'tests'); import test_grpo_rollout as t; "
+        "print('RESULT', json.dumps(t._split_run(4)))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout.split("RESULT", 1)[1])
+    assert res["trained_on"] == [0, 1, 2, 3]
+    assert res["sampled_on"] == [4]
+    assert res["compiles"] == 1
+    c = res["curve"]
+    print(f"split-device reward: start {np.mean(c[:2]):.3f}, end {np.mean(c[-3:]):.3f}")
+    assert np.mean(c[-3:]) > np.mean(c[:2]) + 0.3  # it learns

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from studio_align.errors import ConfigError
 from studio_align.testing import toy
 from studio_align.training.checkpoint import CheckpointConfig
 from studio_align.training.ema import ema_of
@@ -160,7 +161,6 @@ def test_kl_to_reference_is_logged_and_restrains() -> None:
 
 def test_old_grpo_steps_key_says_where_it_moved() -> None:
     from studio_align.config import validate
-    from studio_align.errors import ConfigError
     from studio_align.training.grpo_run import GRPORunConfig
 
     with pytest.raises(ConfigError, match=r"grpo: `steps` moved to the shared \[train\] section"):
@@ -169,6 +169,19 @@ def test_old_grpo_steps_key_says_where_it_moved() -> None:
         validate(GRPORunConfig, {"train": {"batch_size": 8}})
     given = validate(GRPORunConfig, {"train": {"steps": 50}}).train
     assert given.steps == 50 and given.log_every == 1  # GRPO's own default survives
+
+
+def test_split_rollout_devices_are_checked() -> None:
+    """`rollout_devices` is for the overlapped rollout, and must leave a device to train on."""
+    with pytest.raises(ValueError, match="needs async_rollout"):
+        GRPOConfig(rollout_devices=1)
+    n = len(jax.local_devices())
+    cfg = GRPOConfig(async_rollout=True, rollout_devices=n)
+    step = GRPOStep(TablePolicy(4), [0, 1], plugin_reward_fn([toy.pattern_reward(TARGET)]), cfg)
+    with pytest.raises(ConfigError, match=f"rollout_devices={n} leaves no device"):
+        step.devices  # noqa: B018 (the property is the check train_loop makes)
+    assert GRPOStep(TablePolicy(4), [0], plugin_reward_fn([toy.pattern_reward(TARGET)]),
+                    GRPOConfig()).devices is None  # fmt: skip
 
 
 def test_dynamic_sampling_refills_zero_variance_groups() -> None:

@@ -120,6 +120,26 @@ class GRPOStep:
         self._prox_logps: Callable[..., jax.Array] | None = None
 
     @property
+    def devices(self) -> list[jax.Device] | None:
+        """The training mesh's devices: all (None) unless `rollout_devices` keeps the last
+        few of them for the rollout (read by `train_loop`, after `jax.distributed` is up)."""
+        k = self.cfg.rollout_devices
+        if not k:
+            return None
+        if jax.process_count() > 1:
+            raise ConfigError("grpo.rollout_devices needs one process: each process would "
+                              "sample the whole step on its own devices")  # fmt: skip
+        local = jax.local_devices()
+        if k >= len(local):
+            raise ConfigError(f"grpo.rollout_devices={k} leaves no device to train on "
+                              f"({len(local)} device(s) here)")  # fmt: skip
+        return local[: len(local) - k]
+
+    def _rollout_device(self) -> jax.Device | None:
+        k = self.cfg.rollout_devices
+        return jax.local_devices()[-k] if k else None
+
+    @property
     def rollouts(self) -> Rollouts:
         assert self._rollouts is not None, "bind() first"
         return self._rollouts
@@ -130,7 +150,8 @@ class GRPOStep:
         cfg, seed = self.cfg, run.train.seed
         self._last, self._mesh = total_steps, state.mesh
         self._rollouts = Rollouts(self.policy, self.prompts, self.reward_fn, cfg, seed=seed,
-                                  ref_model=self.ref_model)  # fmt: skip
+                                  ref_model=self.ref_model,
+                                  device=self._rollout_device())  # fmt: skip
         self._mb_rng = np.random.default_rng([seed, 1])
         self._update = state.jit_update(
             # async: the worker may still sample from these parameters, so keep them

@@ -68,6 +68,19 @@ class GRPOConfig(Strict):
     # parameters the step starts from, one extra forward pass; weight by the behaviour
     # ratio) or "clip" (the plain clipped ratio against the rollout's own log-probs)
     async_correction: Literal["decoupled", "clip"] = "decoupled"
+    # overlapped rollout on devices of its own (one process): the last `rollout_devices`
+    # local devices hold a copy of the policy and the reference, refreshed from the
+    # training parameters each time a rollout is requested, and the sampler runs on the
+    # first of them; the training mesh (`[mesh]`) takes the remaining devices. 0 = the
+    # rollout samples from the training mesh itself.
+    rollout_devices: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _split_needs_async(self) -> GRPOConfig:
+        if self.rollout_devices and not self.async_rollout:
+            raise ValueError("rollout_devices > 0 needs async_rollout = true (the update "
+                             "would wait for each rollout on the other devices)")  # fmt: skip
+        return self
 
     @model_validator(mode="before")
     @classmethod

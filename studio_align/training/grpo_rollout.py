@@ -18,6 +18,10 @@ Design choices:
   `max_staleness` steps' experience while the main thread runs the update; the sampling
   state recorded for step n is the one from before step n's rollout was requested, so a
   resumed run redraws that rollout, on-policy.
+- Split devices (`rollout_devices`): the worker samples and scores the reference on a
+  device of its own. Each request copies the current parameters there (`jax.device_put`,
+  gathered from the training mesh): the weights are synced once per step, and the
+  sampler never competes with the update for the training devices.
 """
 
 from __future__ import annotations
@@ -61,8 +65,10 @@ class Rollouts:
         *,
         seed: int,
         ref_model: nnx.Module | None = None,
+        device: jax.Device | None = None,
     ):
         self.policy, self.reward_fn, self.cfg = policy, reward_fn, cfg
+        self.device = device  # where the rollout runs; None: the training mesh
         self.prompts = list(prompts)
         self.rng: jax.Array = jax.random.key(seed)
         self._order = np.random.default_rng(seed)
@@ -80,6 +86,8 @@ class Rollouts:
         if ref_model is not None:
             whole = scorer(policy, cfg.group_size, grouped=True)  # a rollout keeps its groups
             ref_graphdef, ref_state = nnx.split(ref_model)
+            if device is not None:
+                ref_state = jax.device_put(ref_state, device)
             ref_fn = jax.jit(lambda st, b: whole(nnx.merge(ref_graphdef, st), b)[0])
             self._ref = lambda b: ref_fn(ref_state, b)
 
@@ -207,7 +215,16 @@ class Rollouts:
     def _submit(self, step: int, model: nnx.Module, version: int) -> None:
         assert self._pool is not None
         self._record_at[step] = self._sampling_state()
-        self._pending.append(self._pool.submit(self.experience, model, version))
+        if self.device is None:
+            self._pending.append(self._pool.submit(self.experience, model, version))
+            return
+        graphdef, weights = nnx.split(model)
+        copy = nnx.merge(graphdef, jax.device_put(weights, self.device))  # this step's sync
+        self._pending.append(self._pool.submit(self._experience_on_device, copy, version))
+
+    def _experience_on_device(self, model: nnx.Module, version: int) -> Experience:
+        with jax.default_device(self.device):  # the worker's own arrays land there too
+            return self.experience(model, version)
 
     def _sampling_state(self) -> dict[str, Any]:
         return {

@@ -76,6 +76,9 @@ class LoopStep(Protocol):
     - `record(done)`: what besides the trees the step after `done` depends on (sampling
       RNGs, controller states), saved in every checkpoint; `restore(record)` reads it back.
     - `close()`: once at the end, also when a step raised.
+
+    A step may also have a `devices` attribute: the devices the training mesh takes
+    (default: all of them; GRPO keeps some for its rollout, `rollout_devices`).
     """
 
     updates_per_step: int  # optimizer updates in one step: the schedule is steps * this long
@@ -126,7 +129,7 @@ def train_loop(
     steps = total_steps or tc.total_steps(getattr(step, "steps_per_epoch", None))
     ups = step.updates_per_step
     state = TrainState.create(model, run_cfg.optim, steps * ups, run_cfg.mesh, wrt=wrt,
-                              name=name)  # fmt: skip
+                              devices=getattr(step, "devices", None), name=name)  # fmt: skip
     step.bind(state, run_cfg, steps)
     run_dir = None if run_cfg.run_dir is None else Path(run_cfg.run_dir)
     ck = run_cfg.checkpoint
