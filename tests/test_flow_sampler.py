@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from flow_helpers import ARCHS, conds, tiny_model
 
+from studio_align.algorithms.flow import sde_std
 from studio_align.generation import flow_sampler as fs
 from studio_align.verticals.flow.policy import FlowPolicy
 
@@ -52,6 +53,45 @@ def test_policy_logps_recompute_the_sampler_logps(arch):
     assert mask.shape == (4, 3) and bool(mask.all()) and ent.shape == (4, 3)
     assert roll.columns["groups"] == [0, 0, 1, 1]
     assert roll.columns["images"][0].shape == (8, 8, 3)
+
+
+def test_sde_without_stochastic_steps_is_the_ode():
+    """Flow-GRPO-Fast's ODE steps: with no SDE step the rollout lands where Euler does."""
+    model = tiny_model(4)
+    verts, tags = conds(2, seed=2)
+    cfg = fs.SDEConfig(steps=4)
+    traj, _ = fs.sample_sde(model, verts, tags, cfg, key=jax.random.key(5),
+                            stochastic=np.zeros(4, bool))  # fmt: skip
+    ode = fs.sample_ode(model, verts, tags, steps=4, noise=traj[:, 0])
+    np.testing.assert_allclose(traj[:, -1], ode, atol=1e-5)
+    noisy, _ = fs.sample_sde(model, verts, tags, cfg, key=jax.random.key(5))
+    assert np.abs(noisy[:, -1] - ode).max() > 0.05  # the default's steps are stochastic
+
+
+@pytest.mark.parametrize("ratio_norm", [False, True])
+def test_windowed_policy_trains_on_its_window_and_recomputes_its_logps(ratio_norm):
+    """`window = 2` of 8 steps: two transitions per sample, starting in the first half, the
+    policy's log-probs equal the rollout's (on-policy ratio 1), scaled alike by ratio_norm."""
+    model = tiny_model(1)
+    verts, tags = conds(2, seed=1)
+    policy = FlowPolicy(verts, tags, fs.SDEConfig(steps=8, window=2, ratio_norm=ratio_norm))
+    starts = set()
+    for seed in range(6):
+        roll = policy.sample(model, [0, 1], 2, jax.random.key(seed))
+        step = roll.batch["step"]
+        assert roll.batch["x"].shape[:2] == (4, 2) and roll.old_logps.shape == (4, 2)
+        assert (step[:, 1] == step[:, 0] + 1).all() and len(set(step[:, 0])) == 1
+        starts.add(int(step[0, 0]))
+        lp, _, _ = policy.logps(model, {k: jnp.asarray(v) for k, v in roll.batch.items()})
+        np.testing.assert_allclose(np.asarray(lp), roll.old_logps, atol=1e-4)
+    assert starts <= {0, 1, 2} and len(starts) > 1  # random starts among the first half
+    plain = FlowPolicy(verts, tags, fs.SDEConfig(steps=8, window=2))
+    same = plain.sample(model, [0, 1], 2, jax.random.key(0))
+    scaled = policy.sample(model, [0, 1], 2, jax.random.key(0))
+    std = np.asarray(sde_std(policy._t, policy._dt, noise_level=0.7, t_cap=policy.sde.t_cap))
+    k = same.batch["step"][0]
+    expect = same.old_logps * (std[k] / std.mean() if ratio_norm else 1.0)
+    np.testing.assert_allclose(scaled.old_logps, expect, rtol=1e-5)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

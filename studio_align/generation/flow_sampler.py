@@ -6,7 +6,9 @@
 - `sde`: the ODE-to-SDE conversion of `algorithms.flow` with `noise_level` and its own
   (typically reduced, e.g. 8-10) step count; returns the whole trajectory and the
   per-step Gaussian log-probabilities of every transition, which are GRPO's old
-  log-probs. The final step lands at t = 0 exactly.
+  log-probs. The final step lands at t = 0 exactly. `stochastic` ([K] bools) makes only
+  those steps SDE steps and the others ODE steps (Flow-GRPO-Fast's window); the
+  log-probs of the ODE steps are returned but mean nothing.
 
 Design choices (as the LM `Sampler`): one module-level jitted function per mode, with the
 model's graph definition static and its state an argument, so new weights never
@@ -65,9 +67,17 @@ def guided_velocity(
 
 @dataclass(frozen=True)
 class SDEConfig:
+    """Flow-GRPO rollouts: `steps` SDE steps at `noise_level`, classifier-free `guidance`
+    (1 = none: one forward per step). `window > 0` (Flow-GRPO-Fast): only that many
+    consecutive steps, starting at a random one of the first half, are stochastic and
+    trained on; `ratio_norm` scales each step's log-density by `std_t / mean std` so the
+    importance ratio moves on one scale across timesteps (`verticals/flow/policy.py`)."""
+
     steps: int = 8
     noise_level: float = 0.7
     guidance: float = 1.0
+    window: int = 0
+    ratio_norm: bool = False
 
     @property
     def t_cap(self) -> float:
@@ -92,22 +102,23 @@ def _ode(graphdef: Any, state: Any, x: jax.Array, vertical: jax.Array, tags: jax
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "guided", "noise_level", "t_cap"))
 def _sde(graphdef: Any, state: Any, x: jax.Array, vertical: jax.Array, tags: jax.Array,
-         ts: jax.Array, w: jax.Array, eps: jax.Array, *, guided: bool, noise_level: float,
-         t_cap: float) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+         ts: jax.Array, w: jax.Array, eps: jax.Array, stochastic: jax.Array, *, guided: bool,
+         noise_level: float, t_cap: float) -> tuple[jax.Array, jax.Array]:  # fmt: skip
     _TRACES["count"] += 1
     model = nnx.merge(graphdef, state)
     b = x.shape[0]
 
     def body(x: jax.Array, inp: tuple) -> tuple[jax.Array, tuple]:
-        tt, e = inp
+        tt, e, sde_step = inp
         t, dt = jnp.full((b,), tt[0]), jnp.full((b,), tt[1] - tt[0])
         v = guided_velocity(model, x, t, vertical, tags, w, guided=guided)
         mean = sde_mean(x, v, t, dt, noise_level=noise_level, t_cap=t_cap)
         std = sde_std(t, dt, noise_level=noise_level, t_cap=t_cap)
-        x_next = mean + std[:, None, None, None] * e
+        x_next = jnp.where(sde_step, mean + std[:, None, None, None] * e, x + (tt[1] - tt[0]) * v)
         return x_next, (x, step_logprob(x_next, mean, std))
 
-    x_last, (xs, logps) = jax.lax.scan(body, x, (jnp.stack([ts[:-1], ts[1:]], axis=1), eps))
+    grid = jnp.stack([ts[:-1], ts[1:]], axis=1)
+    x_last, (xs, logps) = jax.lax.scan(body, x, (grid, eps, stochastic))
     traj = jnp.concatenate([xs, x_last[None]], axis=0)  # [K+1, B, ...]
     return traj, logps  # logps [K, B]
 
@@ -147,8 +158,11 @@ def sample_ode(
 
 def sample_sde(
     model: Any, vertical: Any, tags: Any, cfg: SDEConfig, *, key: jax.Array,
+    stochastic: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Flow-GRPO rollouts: trajectory [N, K+1, H, W, C] and per-step log-probs [N, K]."""
+    """Flow-GRPO rollouts: trajectory [N, K+1, H, W, C] and per-step log-probs [N, K];
+    `stochastic` [K] (default: all) picks the SDE steps, the others integrate the ODE."""
+    sde_steps = np.ones(cfg.steps, bool) if stochastic is None else np.asarray(stochastic, bool)
     vertical = np.asarray(vertical, np.int32)
     tags = np.asarray(tags, np.float32)
     n, mc = len(vertical), model.cfg
@@ -161,7 +175,7 @@ def sample_sde(
     traj, logps = _sde(
         graphdef, state, x1, jnp.asarray(_pad(vertical, nb)), jnp.asarray(_pad(tags, nb)),
         jnp.asarray(time_grid(cfg.steps)), jnp.float32(cfg.guidance), eps,
-        guided=cfg.guidance != 1.0, noise_level=cfg.noise_level, t_cap=cfg.t_cap,
+        jnp.asarray(sde_steps), guided=cfg.guidance != 1.0, noise_level=cfg.noise_level, t_cap=cfg.t_cap,
     )  # fmt: skip
     traj = np.swapaxes(np.asarray(traj), 0, 1)[:n]
     return traj, np.asarray(logps).T[:n]

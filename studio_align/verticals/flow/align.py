@@ -66,7 +66,9 @@ class FlowGRPOConfig(TrainRunConfig):
     group_size: int = Field(8, ge=2)
     sde_steps: int = Field(8, ge=1)
     noise_level: float = Field(0.7, gt=0)
-    guidance: float = Field(1.0, gt=0)
+    guidance: float = Field(1.0, gt=0)  # 1: CFG-free rollouts (one forward per step)
+    sde_window: int = Field(0, ge=0)  # Flow-GRPO-Fast: train on this many SDE steps (0: all)
+    ratio_norm: bool = False  # each step's log-ratio on one scale (SDEConfig.ratio_norm)
     mu: int = Field(1, ge=1)
     minibatches: int = Field(1, ge=1)
     beta: float = Field(0.05, ge=0)  # KL to the reference (0 = off)
@@ -108,7 +110,8 @@ class FlowGRPOConfig(TrainRunConfig):
         )  # fmt: skip
 
     def sde(self) -> SDEConfig:
-        return SDEConfig(steps=self.sde_steps, noise_level=self.noise_level, guidance=self.guidance)
+        return SDEConfig(steps=self.sde_steps, noise_level=self.noise_level, guidance=self.guidance,
+                         window=self.sde_window, ratio_norm=self.ratio_norm)  # fmt: skip
 
 
 def flow_grpo(

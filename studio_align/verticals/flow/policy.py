@@ -10,6 +10,17 @@ stored trajectory with one forward pass over all `N*K` states. The shared
 fixed per-step std the k3 KL of the per-pixel-mean log-probs is Flow-GRPO's
 `||mean_theta - mean_ref||^2 / (2 std^2)` up to the pixel average.
 
+Two options of the SDE config (`SDEConfig`):
+- `window = W > 0` (Flow-GRPO-Fast): each rollout draws a start among the first half of
+  the steps; only the W steps from there are SDE steps, and only they are trained on
+  (the batch holds W transitions per sample, not K), so the update costs W/K of the
+  default's. The sampling cost is unchanged (K model calls either way).
+- `ratio_norm` (GRPO-Guard's observation): a step's log-ratio is
+  `eps . dmu / std_t - |dmu|^2 / (2 std_t^2)`, so the same mean shift moves the ratio
+  most at the low-noise steps, where clipping then bites first. Scaling each step's
+  log-density by `std_t / mean_t std_t` puts the noise term on one scale across steps.
+  The step's `old_logps` and `logps` are scaled alike.
+
 A prompt is an index into `conditions` (the tag sets being aligned); the rollout adds the
 reward columns `images` (final samples in [0, 1], [H, W, 3]) and `groups` (the group id,
 which the `flow_diversity` reward uses to measure spread within a group).
@@ -45,24 +56,43 @@ class FlowPolicy:
         ts = time_grid(sde.steps)
         self._t = jnp.asarray(ts[:-1])
         self._dt = jnp.asarray(ts[1:] - ts[:-1])
+        std = np.asarray(sde_std(self._t, self._dt, noise_level=sde.noise_level, t_cap=sde.t_cap))
+        self._scale = std / std.mean() if sde.ratio_norm else np.ones_like(std)
+        self._window = min(sde.window, sde.steps) if sde.window > 0 else sde.steps
         self._groups = 0
+
+    def _trained_steps(self, rng: jax.Array) -> tuple[jax.Array, np.ndarray]:
+        """The rollout's key and the steps it trains on: all of them without a window,
+        else `window` steps from a random start among the first half (the high-noise
+        steps, which explore); the window's draw has its own key."""
+        if self._window == self.sde.steps:
+            return rng, np.arange(self.sde.steps)
+        rng, pick = jax.random.split(rng)
+        starts = max(1, self.sde.steps // 2 - self._window + 1)
+        start = int(jax.random.randint(pick, (), 0, starts))
+        return rng, np.arange(start, start + self._window)
 
     def sample(
         self, model: Any, prompts: Sequence[Any], group_size: int, rng: jax.Array
     ) -> Rollout:
         idx = np.repeat(np.asarray(prompts, np.int64), group_size)
-        traj, logps = sample_sde(model, self.verticals[idx], self.tags[idx], self.sde, key=rng)
-        n, k = logps.shape
+        rng, steps = self._trained_steps(rng)
+        stochastic = np.zeros(self.sde.steps, bool)
+        stochastic[steps] = True
+        traj, logps = sample_sde(model, self.verticals[idx], self.tags[idx], self.sde, key=rng,
+                                 stochastic=stochastic)  # fmt: skip
+        n, k = len(idx), len(steps)
         groups = self._groups + np.arange(n) // group_size
         self._groups += n // group_size
         return Rollout(
             batch={
-                "x": traj[:, :-1],
-                "x_next": traj[:, 1:],
+                "x": traj[:, steps],
+                "x_next": traj[:, steps + 1],
+                "step": np.broadcast_to(steps.astype(np.int32), (n, k)).copy(),
                 "vertical": self.verticals[idx],
                 "tags": self.tags[idx],
             },
-            old_logps=logps.astype(np.float32),
+            old_logps=(logps[:, steps] * self._scale[steps]).astype(np.float32),
             mask=np.ones((n, k), bool),
             lengths=np.full((n,), k),
             truncated=np.zeros((n,), bool),
@@ -72,11 +102,11 @@ class FlowPolicy:
     def logps(
         self, model: Any, batch: Mapping[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        x, x_next = batch["x"], batch["x_next"]
+        x, x_next, step = batch["x"], batch["x_next"], batch["step"]
         n, k = x.shape[:2]
         flat = x.reshape((n * k, *x.shape[2:]))
-        t = jnp.tile(self._t, n)
-        dt = jnp.tile(self._dt, n)
+        t = self._t[step.reshape(-1)]
+        dt = self._dt[step.reshape(-1)]
         v = guided_velocity(
             model, flat, t, jnp.repeat(batch["vertical"], k), jnp.repeat(batch["tags"], k, axis=0),
             jnp.float32(self.sde.guidance), guided=self.sde.guidance != 1.0,
@@ -85,5 +115,6 @@ class FlowPolicy:
         mean = sde_mean(flat, v, t, dt, **kw)
         std = sde_std(t, dt, **kw)
         lp = step_logprob(x_next.reshape(flat.shape), mean, std).reshape(n, k)
+        lp = lp * jnp.asarray(self._scale)[step]
         entropy = step_entropy(std).reshape(n, k)
         return lp, jnp.ones((n, k), bool), entropy

@@ -5,7 +5,8 @@
   the same weights.
 - `grpo`: `grpo_prompts` turns selection records (`prompt` = "vertical: tag, tag",
   `creator`) into one prompt per distinct (tag set, creator); `policy` is a `FlowPolicy`
-  over those conditions; `reward_context` offers the reward model given as
+  over those conditions (`[model] options.sde_steps`, `noise_level`, `guidance`,
+  `sde_window`, `ratio_norm`: `SDEConfig`); `reward_context` offers the reward model given as
   `[model] options.aesthetic_model` to the `aesthetic` reward.
 - `dpo` (`train dpo --task flow`): Diffusion-DPO is not token-level, so the task gives
   the generic DPO trainer its objective (`dpo_objective`, `tasks.SupportsObjectiveDPO`):
@@ -127,6 +128,8 @@ class FlowTask:
             steps=int(opts.get("sde_steps", 8)),
             noise_level=float(opts.get("noise_level", 0.7)),
             guidance=float(opts.get("guidance", 1.0)),
+            window=int(opts.get("sde_window", 0)),
+            ratio_norm=bool(opts.get("ratio_norm", False)),
         )
         return FlowPolicy(verts, tags, sde)
 
