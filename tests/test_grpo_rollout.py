@@ -207,22 +207,13 @@ def _split_run(rollout_devices: int) -> dict:
             "trained_on": sorted(trained), "sampled_on": sorted(policy.devices)}  # fmt: skip
 
 
-def test_split_device_rollout_on_8_devices_learns_and_keeps_apart() -> None:
+def test_split_device_rollout_on_8_devices_learns_and_keeps_apart(run_python_on_8_devices) -> None:
     """`rollout_devices = 4` on 8 CPU devices: the update's parameters live on devices
-    0-3 only, every rollout samples from a copy on device 4, and the toy task is learned as with the
-    same-device overlap (one compile of the update)."""
-    env = {
-        **os.environ,
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-        "JAX_PLATFORMS": "cpu",
-    }
-    code = (
-        "import sys, json; sys.path.insert(0, 'tests'); import test_grpo_rollout as t; "
-        "print('RESULT', json.dumps(t._split_run(4)))"
-    )
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    0-3 only, every rollout samples from a copy on device 4, and the toy task is learned
+    as with the same-device overlap (one compile of the update)."""
+    out = run_python_on_8_devices(
+        "import json, test_grpo_rollout as t; print('RESULT', json.dumps(t._split_run(4)))",
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.split("RESULT", 1)[1])
