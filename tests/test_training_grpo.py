@@ -173,7 +173,7 @@ def test_old_grpo_steps_key_says_where_it_moved() -> None:
 
 def test_split_rollout_devices_are_checked() -> None:
     """`rollout_devices` is for the overlapped rollout, and must leave a device to train on."""
-    with pytest.raises(ValueError, match="needs async_rollout"):
+    with pytest.raises(ValueError, match="rollout_devices = 1 needs async_rollout = true"):
         GRPOConfig(rollout_devices=1)
     n = len(jax.local_devices())
     cfg = GRPOConfig(async_rollout=True, rollout_devices=n)

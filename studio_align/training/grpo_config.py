@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from studio_align.config import Strict, refuse_moved
 from studio_align.rewards import RewardCallConfig, as_rewards
@@ -78,8 +79,12 @@ class GRPOConfig(Strict):
     @model_validator(mode="after")
     def _split_needs_async(self) -> GRPOConfig:
         if self.rollout_devices and not self.async_rollout:
-            raise ValueError("rollout_devices > 0 needs async_rollout = true (the update "
-                             "would wait for each rollout on the other devices)")  # fmt: skip
+            raise PydanticCustomError(
+                "split_needs_async",
+                "rollout_devices = {k} needs async_rollout = true (without the overlap the "
+                "update would wait for each rollout on the other devices)",
+                {"k": self.rollout_devices},
+            )
         return self
 
     @model_validator(mode="before")
