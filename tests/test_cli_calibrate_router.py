@@ -109,8 +109,17 @@ def test_a_reference_fits_the_thresholds_on_the_rows_both_routers_plan_alike(
                           Router.load(other).route_raw(reqs)[0]))  # fmt: skip
     assert 0 < alike < len(rows)  # the two seeds disagree somewhere, or this shows nothing
     ckpt = shutil.copytree(checkpoint, tmp_path / "r")
-    args = ["--val", str(tmp_path / "val.jsonl"), "--train", str(tmp_path / "train.jsonl"), "--json"]
-    for reference, fitted in ((checkpoint, len(rows)), (other, alike if alike >= 40 else len(rows))):
+    args = [
+        "--val",
+        str(tmp_path / "val.jsonl"),
+        "--train",
+        str(tmp_path / "train.jsonl"),
+        "--json",
+    ]
+    for reference, fitted in (
+        (checkpoint, len(rows)),
+        (other, alike if alike >= 40 else len(rows)),
+    ):
         code, out = _run(str(ckpt), *args, "--reference", str(reference))
         assert code == 0, out
         assert json.loads(out)["validation"] == fitted
