@@ -74,3 +74,42 @@ def test_aligning_toward_brightness_moves_it_on_held_out_samples(arch):
         before = to_unit(sample_ode(base, v, t, steps=8, seed=12345)).mean()
         after = to_unit(sample_ode(model, v, t, steps=8, seed=12345)).mean()
         assert after > before + 0.02, (rows, before, after)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_ppo_trains_the_flow_generator_with_a_value_head(tmp_path, shared):
+    """PPO on the flow policy (issue: "the router task and the flow task both do"): the
+    critic reads pooled x_t and velocity per SDE step; one compile, the head and (when
+    separate) the critic copy train, and the brightness reward rises on the rollouts."""
+    from studio_align.training.loop import train_loop
+    from studio_align.training.ppo import PPOConfig, PPOExperience, PPORunConfig, make_ppo_loss
+    from studio_align.training.supervised import supervised
+    from studio_align.training.value_head import ValueModel, trainable
+
+    model = tiny_model(0)
+    verts, tags = conds(2, seed=3)
+    policy = FlowPolicy(verts, tags, SDEConfig(steps=4))
+    pc = PPOConfig.model_validate({"rollouts": 16, "prompts_per_step": 2, "samples": 6, "seed": 0,
+                                   "kl_coef": 0.0, "vf_coef": 0.5})  # fmt: skip
+    cfg = PPORunConfig.model_validate({
+        "run_dir": str(tmp_path), "ppo": pc.model_dump(),
+        "optim": {"name": "adam", "learning_rate": 3e-3, "decay": "constant"},
+        "checkpoint": {"enabled": False}, "train": {"progress": False, "metrics_hook": False},
+    })  # fmt: skip
+    vm = ValueModel(model, policy.feature_dim(model), shared=shared, rngs=nnx.Rngs(0))
+    src = PPOExperience(policy, [{"prompt": 0}, {"prompt": 1}],
+                        plugin_reward_fn_for_brightness(), pc, ref_model=None)  # fmt: skip
+    res = train_loop(vm, cfg.loop_config(), supervised(make_ppo_loss(policy, pc), src),
+                     wrt=trainable(nnx.Param), name="ppo")  # fmt: skip
+    assert res.compiles == 1
+    assert np.abs(np.asarray(vm.value_head.kernel.value)).sum() > 0
+    assert (vm.critic is None) == shared
+    curve = [h["reward/total/mean"] for h in res.history]
+    print("shared" if shared else "separate", [round(c, 3) for c in curve])
+    assert np.mean(curve[-3:]) > np.mean(curve[:2]) + 0.01, curve
+
+
+def plugin_reward_fn_for_brightness():
+    from studio_align.training.grpo_config import plugin_reward_fn
+
+    return plugin_reward_fn([Reward("brightness", _brightness)])

@@ -25,7 +25,8 @@ def test_train_grpo_task_flow_end_to_end(tmp_path):
         "rewards = { flow_diversity = 1.0 }\n"
         f'[model]\ninit_from = "{tmp_path / "base"}"\noptions = {{ sde_steps = 2 }}\n'
         f'[data]\ndir = "{compiled}"\n'
-        "[grpo]\nprompts_per_step = 2\ngroup_size = 2\nbeta = 0.05\n"
+        # 3 samples a group: a pair's diversity rewards are equal, so its advantages are 0
+        "[grpo]\nprompts_per_step = 2\ngroup_size = 3\nbeta = 0.05\n"
         "[optim]\nlearning_rate = 1e-2\n"
         "[train]\nsteps = 2\nprogress = false\nmetrics_hook = false\n"
         "[checkpoint]\nevery = 0\n"
@@ -38,6 +39,30 @@ def test_train_grpo_task_flow_end_to_end(tmp_path):
     assert "reward/flow_diversity/mean" in out["heldout_after"]  # held-out prompts sampled too
     model, meta = load_flow(tmp_path / "run" / "model")
     assert meta["trained_by"] == "grpo" and model.cfg.image_size == 8
+    before, _ = load_flow(tmp_path / "base")
+    assert not np.allclose(
+        np.asarray(model.embed.kernel[...]), np.asarray(before.embed.kernel[...])
+    )  # the weights moved
+
+
+def test_train_ppo_task_flow_end_to_end(tmp_path):
+    """`train ppo --task flow`: the value head reads the flow policy's pooled features."""
+    compiled = selection_workspace(tmp_path)
+    cfg = tmp_path / "ppo.toml"
+    cfg.write_text(
+        f'task = "flow"\nrun_dir = "{tmp_path / "run"}"\n'
+        "rewards = { flow_diversity = 1.0 }\n"
+        f'[model]\ninit_from = "{tmp_path / "base"}"\noptions = {{ sde_steps = 2 }}\n'
+        f'[data]\ndir = "{compiled}"\n'
+        "[ppo]\nrollouts = 2\nprompts_per_step = 2\nsamples = 2\nkl_coef = 0.05\n"
+        "[optim]\nlearning_rate = 1e-2\n"
+        "[train]\nprogress = false\nmetrics_hook = false\n"
+        "[checkpoint]\nevery = 0\n"
+    )
+    res = CliRunner().invoke(main, ["train", "ppo", "--config", str(cfg), "--json"])
+    assert res.exit_code == 0, res.output
+    model, meta = load_flow(tmp_path / "run" / "model")
+    assert meta["trained_by"] == "ppo" and model.cfg.image_size == 8
     before, _ = load_flow(tmp_path / "base")
     assert not np.allclose(
         np.asarray(model.embed.kernel[...]), np.asarray(before.embed.kernel[...])

@@ -18,8 +18,9 @@ and the weights, and checkpoints fall on rollout boundaries (`checkpoint.every` 
 rollouts), so a killed run resumes bitwise where an uninterrupted one would be.
 
 A policy supports PPO when it has `features(model, batch) -> [N, T, D]` and
-`feature_dim(model)` (`LMPolicy` does); `logps_and_features` lets a shared value head
-reuse the policy's forward pass.
+`feature_dim(model)` (`LMPolicy`: the hidden state before each completion token;
+`FlowPolicy`: x_t and the velocity pooled per SDE step, so `train ppo --task flow`
+works); `logps_and_features` lets a shared value head reuse the policy's forward pass.
 """
 
 from __future__ import annotations

@@ -102,19 +102,61 @@ class FlowPolicy:
     def logps(
         self, model: Any, batch: Mapping[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return self.logps_and_features(model, batch)[:3]
+
+    def logps_and_features(
+        self, model: Any, batch: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        """`logps` plus, per SDE step, what a value head reads (`features`), from the one
+        velocity forward; a shared head reads them detached (docs/flow.md, "PPO")."""
         x, x_next, step = batch["x"], batch["x_next"], batch["step"]
         n, k = x.shape[:2]
         flat = x.reshape((n * k, *x.shape[2:]))
         t = self._t[step.reshape(-1)]
         dt = self._dt[step.reshape(-1)]
-        v = guided_velocity(
-            model, flat, t, jnp.repeat(batch["vertical"], k), jnp.repeat(batch["tags"], k, axis=0),
-            jnp.float32(self.sde.guidance), guided=self.sde.guidance != 1.0,
-        )  # fmt: skip
+        v = self._velocity(model, flat, t, batch, k)
         kw = {"noise_level": self.sde.noise_level, "t_cap": self.sde.t_cap}
         mean = sde_mean(flat, v, t, dt, **kw)
         std = sde_std(t, dt, **kw)
         lp = step_logprob(x_next.reshape(flat.shape), mean, std).reshape(n, k)
         lp = lp * jnp.asarray(self._scale)[step]
         entropy = step_entropy(std).reshape(n, k)
-        return lp, jnp.ones((n, k), bool), entropy
+        # the value loss does not shape the shared velocity: the policy's per-pixel-mean
+        # log-probs have gradients far smaller than a value error's, which would swamp them
+        feats = _state_features(flat, jax.lax.stop_gradient(v), t).reshape(n, k, -1)
+        return lp, jnp.ones((n, k), bool), entropy, feats
+
+    def features(self, model: Any, batch: Mapping[str, jax.Array]) -> jax.Array:
+        """`[N, K, D]` per SDE step: the state `x_t` and the model's velocity there, each
+        average-pooled to a 4 x 4 grid per channel, and `t` (PPO's critic input; with a
+        separate critic, `model` is the critic's copy of the generator)."""
+        x, step = batch["x"], batch["step"]
+        n, k = x.shape[:2]
+        flat = x.reshape((n * k, *x.shape[2:]))
+        t = self._t[step.reshape(-1)]
+        return _state_features(flat, self._velocity(model, flat, t, batch, k), t).reshape(n, k, -1)
+
+    def feature_dim(self, model: Any) -> int:
+        return 2 * FEATURE_GRID**2 * int(model.cfg.channels) + 1
+
+    def _velocity(
+        self, model: Any, flat: jax.Array, t: jax.Array, batch: Mapping[str, jax.Array], k: int
+    ) -> jax.Array:
+        return guided_velocity(
+            model, flat, t, jnp.repeat(batch["vertical"], k), jnp.repeat(batch["tags"], k, axis=0),
+            jnp.float32(self.sde.guidance), guided=self.sde.guidance != 1.0,
+        )  # fmt: skip
+
+
+FEATURE_GRID = 4  # a value head sees x_t and v pooled to 4 x 4 cells per channel
+
+
+def _state_features(x: jax.Array, v: jax.Array, t: jax.Array) -> jax.Array:
+    """`[B, 2 * 16 * C + 1]`: `x` and `v` [B, H, W, C] pooled to a 4 x 4 grid, and `t`."""
+    b, h, w, c = x.shape
+    g = FEATURE_GRID
+
+    def pool(a: jax.Array) -> jax.Array:
+        return a.reshape(b, g, h // g, g, w // g, c).mean(axis=(2, 4)).reshape(b, -1)
+
+    return jnp.concatenate([pool(x), pool(v), t[:, None]], axis=1).astype(jnp.float32)
