@@ -12,6 +12,11 @@ from flow_helpers import ARCHS, conds, tiny_model
 from studio_align.algorithms.grpo import grpo_advantages, grpo_loss
 from studio_align.generation.flow_sampler import SDEConfig, sample_ode, to_unit
 from studio_align.rewards import Reward
+from studio_align.training.grpo_config import plugin_reward_fn
+from studio_align.training.loop import train_loop
+from studio_align.training.ppo import PPOConfig, PPOExperience, PPORunConfig, make_ppo_loss
+from studio_align.training.supervised import supervised
+from studio_align.training.value_head import ValueModel, trainable
 from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
 from studio_align.verticals.flow.checkpoint import clone
 from studio_align.verticals.flow.policy import FlowPolicy
@@ -81,11 +86,6 @@ def test_ppo_trains_the_flow_generator_with_a_value_head(tmp_path, shared):
     """PPO on the flow policy (issue: "the router task and the flow task both do"): the
     critic reads pooled x_t and velocity per SDE step; one compile, the head and (when
     separate) the critic copy train, and the brightness reward rises on the rollouts."""
-    from studio_align.training.loop import train_loop
-    from studio_align.training.ppo import PPOConfig, PPOExperience, PPORunConfig, make_ppo_loss
-    from studio_align.training.supervised import supervised
-    from studio_align.training.value_head import ValueModel, trainable
-
     model = tiny_model(0)
     verts, tags = conds(2, seed=3)
     policy = FlowPolicy(verts, tags, SDEConfig(steps=4))
@@ -98,7 +98,8 @@ def test_ppo_trains_the_flow_generator_with_a_value_head(tmp_path, shared):
     })  # fmt: skip
     vm = ValueModel(model, policy.feature_dim(model), shared=shared, rngs=nnx.Rngs(0))
     src = PPOExperience(policy, [{"prompt": 0}, {"prompt": 1}],
-                        plugin_reward_fn_for_brightness(), pc, ref_model=None)  # fmt: skip
+                        plugin_reward_fn([Reward("brightness", _brightness)]), pc,
+                        ref_model=None)  # fmt: skip
     res = train_loop(vm, cfg.loop_config(), supervised(make_ppo_loss(policy, pc), src),
                      wrt=trainable(nnx.Param), name="ppo")  # fmt: skip
     assert res.compiles == 1
@@ -107,9 +108,3 @@ def test_ppo_trains_the_flow_generator_with_a_value_head(tmp_path, shared):
     curve = [h["reward/total/mean"] for h in res.history]
     print("shared" if shared else "separate", [round(c, 3) for c in curve])
     assert np.mean(curve[-3:]) > np.mean(curve[:2]) + 0.01, curve
-
-
-def plugin_reward_fn_for_brightness():
-    from studio_align.training.grpo_config import plugin_reward_fn
-
-    return plugin_reward_fn([Reward("brightness", _brightness)])
