@@ -6,8 +6,10 @@ Loads the checkpoint (with its calibration and memory, if saved), warms every ba
 the set's requests, then times by process CPU time (all threads, so a loaded machine
 changes the shares little) for each batch of `--batch` requests: `encode` (tokenizing),
 `analyse` (the constrained decode with its analysis), `memory_keys` (the pretrained
-encoder's sentence vectors the memory compares, a second pass over the text) and the
-whole `decide`. Prints one JSON object of mean milliseconds per batch, and the load.
+encoder's sentence vectors the memory compares, as `decide` gets them: from the decoding
+pass where the sampler computed them), `sentence_pass` (the same vectors by a separate
+encoder pass, as `embed` computes them for feedback) and the whole `decide`. Prints one
+JSON object of mean milliseconds per batch, and the load.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def main() -> None:
     for b in batches:  # compile every shape these batches reach
         router.decide(b)
     load = os.getloadavg()[0]
-    parts = {"encode": 0.0, "analyse": 0.0, "memory_keys": 0.0, "decide": 0.0}
+    parts = {"encode": 0.0, "analyse": 0.0, "memory_keys": 0.0, "sentence_pass": 0.0,
+             "decide": 0.0}  # fmt: skip
     for _ in range(args.repeats):
         for b in batches:
             (prompts, inits), t = cpu(router.encode, b)
@@ -52,6 +55,7 @@ def main() -> None:
             (_, an), t = cpu(router._analyse, prompts, inits)
             parts["analyse"] += t
             parts["memory_keys"] += cpu(router.memory_keys, prompts, an)[1]
+            parts["sentence_pass"] += cpu(router.memory_keys, prompts)[1]
             parts["decide"] += cpu(router.decide, b)[1]
     n = args.repeats * len(batches)
     print(json.dumps({

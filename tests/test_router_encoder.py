@@ -115,6 +115,11 @@ def test_the_memory_compares_the_pretrained_sentence_vectors(tmp_path: Path, tok
     ref = encode_texts(model.encoder, [r["text"] for r in requests])
     cos = (keys * ref).sum(-1) / np.linalg.norm(keys, axis=-1) / np.linalg.norm(ref, axis=-1)
     assert keys.shape == (8, 512) and cos.min() >= 0.999
+    # `decide` takes them from the decoding pass (the prefill computes them), no second pass
+    prompts, inits = router.encode(requests)
+    _, an = router._analyse(prompts, inits)
+    assert an.sentence is not None
+    np.testing.assert_allclose(router.memory_keys(prompts, an), keys, atol=1e-5)
     # calibration's unfamiliarity model still measures the decoder's `<plan>` states
     val = packaged.load("handwritten_val")[:40]
     fit_calibration(router, val, val)

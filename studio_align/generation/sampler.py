@@ -61,13 +61,17 @@ class SampleOutput:
     """`tokens [B, N]`, `logps [B, N]` (float32, 0 after the end), `lengths [B]` (incl. eos);
     with `with_states=True` also `hidden [B, D]` (final-norm state at each prompt's last
     token) and `step_logits [B, N, V]` (raw float32 logits each token was drawn from), so a
-    caller that scores what it decoded needs no second forward pass."""
+    caller that scores what it decoded needs no second forward pass; and, for a model with
+    a `sentence(tokens, mask)` method (one that reads its prompt through a pretrained
+    encoder), `sentence [B, D_s]`, computed in the same program as the prefill, whose
+    encoder pass it shares."""
 
     tokens: np.ndarray
     logps: np.ndarray
     lengths: np.ndarray
     hidden: np.ndarray | None = None
     step_logits: np.ndarray | None = None
+    sentence: np.ndarray | None = None
 
 
 class StaticGraph:
@@ -251,7 +255,7 @@ class Sampler:
                 logps=np.asarray(out_lp)[:, :max_new_tokens],
                 lengths=np.asarray(out_len),
             )
-        out_tok, out_lp, out_len, hidden, step_logits = _generate(
+        out_tok, out_lp, out_len, hidden, step_logits, sentence = _generate(
             self._static or StaticGraph(graphdef),
             state,
             tokens,
@@ -275,6 +279,7 @@ class Sampler:
             lengths=np.asarray(out_len)[:rows],
             hidden=np.asarray(hidden)[:rows] if with_states else None,
             step_logits=np.asarray(step_logits)[:rows, :max_new_tokens] if with_states else None,
+            sentence=np.asarray(sentence)[:rows] if sentence.ndim == 2 else None,
         )
 
 
@@ -325,6 +330,8 @@ def _generate(
     h, cache = model.hidden_cached(tokens, positions_from_mask(mask), mask, cache)
     h = h[jnp.arange(bp), last]  # only the last position's logits are needed
     logits = model.logits(h)
+    # the same encoder ops on the same inputs as the prefill's: XLA computes them once
+    sent = model.sentence(tokens, mask) if with_states and hasattr(model, "sentence") else None
     if group_size > 1:  # prefix sharing: one prefill per prompt, its cache copied G times
 
         def rep(x: jax.Array) -> jax.Array:
@@ -332,6 +339,7 @@ def _generate(
 
         cache = jax.tree.map(rep, cache)
         logits, lengths, h = rep(logits), rep(lengths), rep(h)
+        sent = None if sent is None else rep(sent)
     eos = jnp.asarray(eos_ids, jnp.int32)
 
     settings = DrawSettings(temperature, top_k, top_p, allowed, eos[0], mode)
@@ -381,4 +389,6 @@ def _generate(
 
     carry = (jnp.ones((), jnp.int32), done, tok, fsm, cache, out_tok, out_lp, out_len, out_lg)
     *_, out_tok, out_lp, out_len, out_lg = jax.lax.while_loop(cond, body, carry)
-    return out_tok, out_lp, out_len, (h if with_states else jnp.zeros((0,))), out_lg
+    none = jnp.zeros((0,))
+    return (out_tok, out_lp, out_len, h if with_states else none, out_lg,
+            none if sent is None else sent)  # fmt: skip

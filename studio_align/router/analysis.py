@@ -33,12 +33,14 @@ from flax import nnx
 
 @dataclass
 class Analysis:
-    """Per request: step logits [N, K, V] (masked), chosen ids [N, K] (-1 = none) and the
-    `<plan>` hidden state [N, D]."""
+    """Per request: step logits [N, K, V] (masked), chosen ids [N, K] (-1 = none), the
+    `<plan>` hidden state [N, D] and, where the decoding pass computed it, the pretrained
+    encoder's sentence vector [N, D_s] (the exemplar memory's key)."""
 
     step_logits: np.ndarray
     actions: np.ndarray
     hidden: np.ndarray
+    sentence: np.ndarray | None = None
 
 
 _trace_count = 0  # traces of `_scan` (the server's /metrics shows it: 0 with the sampler)
@@ -94,6 +96,7 @@ def from_decoding(
     inits: Sequence[int],
     step_logits: np.ndarray,
     hidden: np.ndarray,
+    sentence: np.ndarray | None = None,
 ) -> Analysis:
     """The analysis of decoded `completions` from raw logits at each plan step [N, >=K, V]
     and `<plan>` states [N, D]: logits masked to what the grammar allowed in each step's
@@ -111,4 +114,4 @@ def from_decoding(
             s = int(g.next_state[s, tok])
     masked = np.where(g.allowed[states], step_logits[:, :k], -np.inf)  # [N, K, V]
     masked = np.where((actions >= 0)[..., None], masked, 0.0)
-    return Analysis(masked, actions, hidden)
+    return Analysis(masked, actions, hidden, sentence)

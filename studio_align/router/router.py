@@ -289,12 +289,16 @@ class Router:
         `"sentence"`: the pretrained encoder's sentence vector of the request. It is the
         space in which paraphrases are near (the encoder was trained for that), and it
         does not move when the decoder is retrained, so a platform's exemplars stay valid
-        across router versions. `"plan_state"`: the decoder's state at `<plan>` from the
-        decoding pass itself (`an.hidden`), for a model without an encoder."""
+        across router versions; the sampler's decoding pass computes it with the prefill
+        (`an.sentence`), else one encoder pass here. `"plan_state"`: the decoder's state
+        at `<plan>` from the decoding pass itself (`an.hidden`), for a model without an
+        encoder."""
         if self.memory_key == "plan_state" or self._sentence_fn is None:
             if an is None:
                 raise ValueError("the <plan> state needs the decoding pass's analysis")
             return np.asarray(an.hidden)
+        if an is not None and an.sentence is not None:
+            return np.asarray(an.sentence)
         n = len(prompts)
         b, t = _bucket(n, 1), bucket_prompt(max(len(p) for p in prompts))
         tokens = np.full((b, t), self.grammar.pad_id, np.int32)
@@ -425,7 +429,7 @@ class Router:
         toks, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
         res = [[int(x) for x in toks[i, : int(lengths[i])]] for i in range(len(prompts))]
         assert out.step_logits is not None and out.hidden is not None
-        an = from_decoding(self, res, inits, out.step_logits, out.hidden)
+        an = from_decoding(self, res, inits, out.step_logits, out.hidden, out.sentence)
         return res, np.asarray(out.logps).sum(axis=-1), an
 
     def _constraint(self, inits: Sequence[int]) -> Any:
