@@ -16,7 +16,8 @@ from studio_align.models.flow import FlowConfig, FlowDiT
 from studio_align.models.flow_unet import FlowUNet, UNetConfig
 
 TINY = FlowConfig(image_size=8, patch=4, width=32, depth=1, heads=2)
-TINY_UNET = UNetConfig(image_size=8, width=8)
+# three resolutions (8, 4, 2) and attention at the coarsest: every part the shipped base has
+TINY_UNET = UNetConfig(image_size=8, width=8, levels=3, attention=True)
 # every FlowModel architecture the sampler and alignment tests run on (the U-Net's
 # variants compile a second model: slow set)
 ARCHS = ("dit", pytest.param("unet", marks=pytest.mark.slow))

@@ -32,7 +32,7 @@ def test_generate_rejects_an_unknown_tag_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "model", ["patch = 4\nwidth = 32\ndepth = 1\nheads = 2", 'arch = "unet"\nwidth = 8']
+    "model", ['arch = "dit"\npatch = 4\nwidth = 32\ndepth = 1\nheads = 2', "width = 8\nlevels = 2"]
 )
 def test_train_flow_tiny_run(tmp_path, model):
     cfg = tmp_path / "run.toml"
@@ -46,4 +46,4 @@ def test_train_flow_tiny_run(tmp_path, model):
     assert res.exit_code == 0, res.output
     assert (tmp_path / "base" / "model.safetensors").is_file()
     _, meta = load_flow(tmp_path / "base")
-    assert meta["flow_arch"] == ("unet" if "unet" in model else "dit")
+    assert meta["flow_arch"] == ("dit" if "dit" in model else "unet")  # the default: unet

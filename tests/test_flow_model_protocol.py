@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -10,6 +11,7 @@ from flow_helpers import conds, tiny_model
 from studio_align.errors import CheckpointError
 from studio_align.generation.flow_sampler import sample_ode
 from studio_align.models.flow_protocol import FlowModel
+from studio_align.models.flow_unet import FlowUNet, UNetConfig
 from studio_align.verticals.flow.align import FlowDPOConfig, flow_dpo, make_dpo_loss
 from studio_align.verticals.flow.checkpoint import clone, load_flow, save_flow
 
@@ -25,6 +27,17 @@ def test_every_architecture_round_trips_through_a_checkpoint(arch, tmp_path):
     a = sample_ode(model, verts, tags, steps=3, seed=0)
     b = sample_ode(back, verts, tags, steps=3, seed=0)
     np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_the_unet_starts_at_zero_velocity_at_every_depth_and_names_a_bad_size():
+    verts, tags = conds(2)
+    x = jnp.ones((2, 16, 16, 3))
+    for levels, attention in ((1, False), (2, False), (3, True)):
+        cfg = UNetConfig(image_size=16, width=8, levels=levels, attention=attention)
+        v = FlowUNet(cfg, rngs=nnx.Rngs(0))(x, jnp.full((2,), 0.5), verts, tags)
+        assert v.shape == x.shape and float(jnp.abs(v).max()) == 0.0
+    with pytest.raises(ValueError, match="image_size 10 does not halve 2 times evenly"):
+        FlowUNet(UNetConfig(image_size=10, levels=3), rngs=nnx.Rngs(0))
 
 
 def test_an_unregistered_class_is_one_clear_error(tmp_path):

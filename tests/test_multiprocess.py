@@ -259,7 +259,7 @@ def test_reward_model_two_processes_match_one(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_flow_pretraining_two_processes_match_one(tmp_path: Path) -> None:
-    sets = {"model.image_size": 8, "model.patch": 4, "model.width": 32, "model.depth": 1,
+    sets = {"model.arch": "dit", "model.image_size": 8, "model.patch": 4, "model.width": 32, "model.depth": 1,
             "model.heads": 2, "data.procedural": 32, "train.steps": 4, "train.batch_size": 8,
             "train.log_every": 1, "train.progress": "false", "checkpoint.every": 2}  # fmt: skip
     _compare_cli(

@@ -1,12 +1,14 @@
 """A small conditional U-Net for rectified flow: the second `FlowModel` architecture.
 
-Design choices: two resolutions (full and half) with residual conv blocks, each block
-scaled and shifted by the condition (FiLM, from the same time + vertical + tag embedding
-as the DiT), a skip concatenation across the bottleneck and a zero-initialised output
-convolution, so the untrained model predicts zero velocity. No patch grid exists to leave
-seams; 3x3 convolutions give the local bias silhouettes and edges need. It implements
-`models.flow_protocol.FlowModel`, so samplers, Flow-GRPO, Diffusion-DPO and checkpoints
-take it as they take `FlowDiT`.
+Design choices: `levels` resolutions (each half the last, channels `width` at full size and
+`2 * width` below it) with residual conv blocks, each block scaled and shifted by the
+condition (FiLM, from the same time + vertical + tag embedding as the DiT); skip
+concatenations from each level's way down to its way up; optional self-attention at the
+coarsest level, so a figure's head and shoulders are placed as one shape rather than
+pieced together from 3x3 neighbourhoods; a zero-initialised output convolution, so the
+untrained model predicts zero velocity. No patch grid exists to leave seams. It
+implements `models.flow_protocol.FlowModel`, so samplers, Flow-GRPO, Diffusion-DPO and
+checkpoints take it as they take `FlowDiT`.
 """
 
 from __future__ import annotations
@@ -25,12 +27,17 @@ class UNetConfig:
     image_size: int = 32
     channels: int = 3
     width: int = 32
-    blocks: int = 1  # residual blocks per resolution
+    blocks: int = 1  # residual blocks per resolution, on the way down and on the way up
+    levels: int = 2  # resolutions: image_size, image_size / 2, ...
+    attention: bool = False  # one self-attention layer at the coarsest resolution
     n_verticals: int = 2
     n_tags: int = 16
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | bool]:
         return asdict(self)
+
+    def level_width(self, level: int) -> int:
+        return self.width if level == 0 else 2 * self.width
 
 
 class ResBlock(nnx.Module):
@@ -51,26 +58,55 @@ class ResBlock(nnx.Module):
         return (x if self.skip is None else self.skip(x)) + h
 
 
+class SpatialAttention(nnx.Module):
+    """Pre-norm multi-head self-attention over the pixels of one resolution, residual,
+    its output projection zero-initialised (the block starts as the identity)."""
+
+    def __init__(self, c: int, *, rngs: nnx.Rngs) -> None:
+        self.norm = nnx.LayerNorm(c, rngs=rngs)
+        self.attn = nnx.MultiHeadAttention(
+            num_heads=max(1, c // 32), in_features=c, decode=False,
+            out_kernel_init=nnx.initializers.zeros_init(), rngs=rngs,
+        )  # fmt: skip
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, h, w, c = x.shape
+        seq = x.reshape(b, h * w, c)
+        return x + self.attn(self.norm(seq)).reshape(b, h, w, c)
+
+
 class FlowUNet(nnx.Module):
     """Velocity model `v(x_t, t, vertical, tags)`; images [B, H, W, C] in [-1, 1]."""
 
     def __init__(self, cfg: UNetConfig = UNetConfig(), *, rngs: nnx.Rngs) -> None:
-        if cfg.image_size % 2:
-            raise ValueError(f"image_size {cfg.image_size} must be even")
+        if cfg.levels < 1 or cfg.image_size % (2 ** (cfg.levels - 1)):
+            raise ValueError(
+                f"image_size {cfg.image_size} does not halve {cfg.levels - 1} times evenly"
+            )
         self.cfg = cfg
-        w, cw = cfg.width, 4 * cfg.width
+        w, cw, nb = cfg.width, 4 * cfg.width, cfg.blocks
         self.t1 = nnx.Linear(w, cw, rngs=rngs)
         self.t2 = nnx.Linear(cw, cw, rngs=rngs)
         self.vertical = nnx.Embed(cfg.n_verticals + 1, cw, rngs=rngs)
         self.tags = nnx.Linear(cfg.n_tags, cw, use_bias=False, rngs=rngs)
         self.inp = nnx.Conv(cfg.channels, w, (3, 3), rngs=rngs)
-        self.down = nnx.List([ResBlock(w, w, cw, rngs=rngs) for _ in range(cfg.blocks)])
-        self.pool = nnx.Conv(w, 2 * w, (3, 3), strides=(2, 2), rngs=rngs)
-        self.mid = nnx.List([ResBlock(2 * w, 2 * w, cw, rngs=rngs) for _ in range(cfg.blocks)])
-        self.unpool = nnx.Conv(2 * w, w, (3, 3), rngs=rngs)
-        self.up = nnx.List(
-            [ResBlock(2 * w if i == 0 else w, w, cw, rngs=rngs) for i in range(cfg.blocks)]
-        )
+        widths = [cfg.level_width(i) for i in range(cfg.levels)]
+        self.down = nnx.List([
+            nnx.List([ResBlock(c, c, cw, rngs=rngs) for _ in range(nb)]) for c in widths
+        ])  # fmt: skip
+        self.pool = nnx.List([
+            nnx.Conv(widths[i], widths[i + 1], (3, 3), strides=(2, 2), rngs=rngs)
+            for i in range(cfg.levels - 1)
+        ])  # fmt: skip
+        self.mid_attn = SpatialAttention(widths[-1], rngs=rngs) if cfg.attention else None
+        self.unpool = nnx.List([
+            nnx.Conv(widths[i + 1], widths[i], (3, 3), rngs=rngs) for i in range(cfg.levels - 1)
+        ])  # fmt: skip
+        self.up = nnx.List([
+            nnx.List([ResBlock(2 * widths[i] if j == 0 else widths[i], widths[i], cw, rngs=rngs)
+                      for j in range(nb)])
+            for i in range(cfg.levels - 1)
+        ])  # fmt: skip
         zeros = nnx.initializers.zeros_init()
         self.out = nnx.Conv(w, cfg.channels, (3, 3), kernel_init=zeros, bias_init=zeros, rngs=rngs)
 
@@ -83,15 +119,19 @@ class FlowUNet(nnx.Module):
     ) -> jax.Array:
         c = self.condition(t, vertical, tags)
         h = self.inp(x)
-        for block in self.down:
-            h = block(h, c)
-        skip = h
-        h = self.pool(h)
-        for block in self.mid:
-            h = block(h, c)
-        b, hh, ww, ch = h.shape
-        h = jax.image.resize(h, (b, 2 * hh, 2 * ww, ch), method="nearest")
-        h = jnp.concatenate([self.unpool(h), skip], axis=-1)
-        for block in self.up:
-            h = block(h, c)
+        skips = []
+        for level, blocks in enumerate(self.down):
+            for block in blocks:
+                h = block(h, c)
+            if level < len(self.pool):
+                skips.append(h)
+                h = self.pool[level](h)
+        if self.mid_attn is not None:
+            h = self.mid_attn(h)
+        for level in reversed(range(len(self.up))):
+            b, hh, ww, ch = h.shape
+            h = jax.image.resize(h, (b, 2 * hh, 2 * ww, ch), method="nearest")
+            h = jnp.concatenate([self.unpool[level](h), skips[level]], axis=-1)
+            for block in self.up[level]:
+                h = block(h, c)
         return self.out(nnx.silu(h))

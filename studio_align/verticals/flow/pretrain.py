@@ -37,21 +37,27 @@ from studio_align.verticals.flow.data import encode, make_dataset, to_model_spac
 
 
 class FlowModelSection(Strict):
-    """`[model]`: `arch = "dit"` (`patch`, `width`, `depth`, `heads`) or `"unet"`
-    (`width`, `blocks`); fields of the other architecture are ignored."""
+    """`[model]`: `arch = "unet"` (`width`, `blocks`, `levels`, `attention`) or `"dit"`
+    (`patch`, `width`, `depth`, `heads`); fields of the other architecture are ignored.
+    The defaults are the shipped base's: a three-level U-Net, width 32, attention at 8x8
+    (`examples/flow/pretrain.toml` is its whole recipe)."""
 
-    arch: Literal["dit", "unet"] = "dit"
+    arch: Literal["dit", "unet"] = "unet"
     image_size: int = Field(32, ge=8)
+    width: int | None = Field(None, ge=8)  # None: 32 for the U-Net, 128 for the DiT
     patch: int = Field(8, ge=1)
-    width: int = Field(128, ge=8)
     depth: int = Field(4, ge=1)
     heads: int = Field(4, ge=1)
     blocks: int = Field(1, ge=1)
+    levels: int = Field(3, ge=1)
+    attention: bool = True
 
     def config(self) -> FlowConfig | UNetConfig:
         if self.arch == "unet":
-            return UNetConfig(image_size=self.image_size, width=self.width, blocks=self.blocks)
-        return FlowConfig(image_size=self.image_size, patch=self.patch, width=self.width,
+            return UNetConfig(image_size=self.image_size, width=self.width or 32,
+                              blocks=self.blocks, levels=self.levels,
+                              attention=self.attention)  # fmt: skip
+        return FlowConfig(image_size=self.image_size, patch=self.patch, width=self.width or 128,
                           depth=self.depth, heads=self.heads)  # fmt: skip
 
     def build(self, seed: int) -> Any:
