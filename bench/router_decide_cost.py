@@ -45,6 +45,7 @@ def main() -> None:
     batches = [reqs[i : i + args.batch] for i in range(0, full, args.batch)]
     for b in batches:  # compile every shape these batches reach
         router.decide(b)
+        router.memory_keys(router.encode(b)[0])
     load = os.getloadavg()[0]
     parts = {"encode": 0.0, "analyse": 0.0, "memory_keys": 0.0, "sentence_pass": 0.0,
              "decide": 0.0}  # fmt: skip

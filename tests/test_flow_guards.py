@@ -53,7 +53,7 @@ def test_guard_config_adds_the_guard_rewards_to_the_weights():
     assert GuardConfig().weights({"aesthetic": 1.0}) == {"aesthetic": 1.0}
     off = GuardConfig.off()
     assert off.stop_fd_ratio is None and off.stop_diversity_ratio is None
-    assert GuardConfig().stop_fd_ratio == 1.4  # the validated default keeps early stopping on
+    assert GuardConfig().stop_fd_ratio == 1.25  # the validated default keeps early stopping on
 
 
 def _brightness(images):

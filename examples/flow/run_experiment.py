@@ -31,11 +31,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="runs/flow/experiment")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--base", default=None, help="base checkpoint (default: the shipped one)")
     ap.add_argument("--algorithms", nargs="+", default=["grpo", "dpo"])
     ap.add_argument("--grpo-steps", type=int, default=None)
     ap.add_argument("--grpo-lr", type=float, default=None, help="Flow-GRPO learning rate")
     ap.add_argument("--grpo-beta", type=float, default=None, help="Flow-GRPO KL coefficient")
-    ap.add_argument("--dpo-steps", type=int, default=100)
+    ap.add_argument("--dpo-steps", type=int, default=None, help="Diffusion-DPO steps")
+    ap.add_argument("--dpo-lr", type=float, default=None, help="Diffusion-DPO learning rate")
+    ap.add_argument("--dpo-beta", type=float, default=None, help="Diffusion-DPO beta")
     ap.add_argument("--no-guards", action="store_true", help="GuardConfig.off()")
     ap.add_argument("--diversity", type=float, default=None, help="flow_diversity weight")
     ap.add_argument("--anchor", type=float, default=None, help="flow_anchor weight")
@@ -74,8 +77,11 @@ def main() -> None:
             judge="flow_taste",
             algorithms=args.algorithms,
             grpo=grpo,
-            dpo=FlowDPOConfig(steps=args.dpo_steps),
+            dpo=FlowDPOConfig(
+                **given(steps=args.dpo_steps, learning_rate=args.dpo_lr, beta=args.dpo_beta)
+            ),
             guards=guards,
+            **given(base_path=args.base),
         )
         rep["uptime"] = up
         (out / f"seed{seed}" / "report.json").write_text(json.dumps(rep, indent=2, default=float))

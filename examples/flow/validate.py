@@ -1,7 +1,7 @@
 """Choose Flow-GRPO's anti-hacking settings on a validation split, never on the reported one.
 
     PYTHONPATH=. python examples/flow/validate.py --out runs/flow/val --seed 100 \
-        --configs base ceil ceil+anchor --curve 4
+        --configs base ceil ceil+anchor --curve 4 [--dpo-configs dpo dpo50]
 
 Validation = selections, reward model and GRPO noise from seed `--seed` (the reported
 experiment uses seeds 0-2) and evaluation on the training tag sets only, from evaluation
@@ -87,6 +87,24 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
             "check_samples": 16,
         },
     ),
+    # the U-Net base (3 December): it moves faster per step than the DiT did
+    "stop1.25": ({}, {"stop_fd_ratio": 1.25}),
+    "lr2e-5": ({"learning_rate": 2e-5}, {}),
+    "lr2e-5+stop1.25": ({"learning_rate": 2e-5}, {"stop_fd_ratio": 1.25}),
+    "lr1e-5": ({"learning_rate": 1e-5}, {}),
+    "lr1e-5+stop1.25+40steps": (
+        {"learning_rate": 1e-5, "steps": 40},
+        {"stop_fd_ratio": 1.25},
+    ),
+}
+DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
+    "dpo": {},
+    "dpo50": {"steps": 50},
+    "dpo25": {"steps": 25},
+    "dpo-beta5000": {"beta": 5000.0},
+    "dpo-lr2e-5": {"learning_rate": 2e-5},
+    "dpo-lr1e-5": {"learning_rate": 1e-5},
+    "dpo-lr1e-5+beta5000": {"learning_rate": 1e-5, "beta": 5000.0},
 }
 
 
@@ -105,7 +123,9 @@ def main() -> None:
     ap.add_argument("--out", default="runs/flow/val")
     ap.add_argument("--seed", type=int, default=100)
     ap.add_argument("--eval-seed", type=int, default=777)
-    ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    ap.add_argument("--configs", nargs="*", default=list(CONFIGS))
+    ap.add_argument("--dpo-configs", nargs="+", default=[], choices=list(DPO_CONFIGS),
+                    help="Diffusion-DPO settings to validate as well")  # fmt: skip
     ap.add_argument("--creators", nargs="+", default=["lumen", "noir"])
     ap.add_argument("--align", nargs="+", default=None,
                     help="align only these creators, in this order (selections: all)")  # fmt: skip
@@ -165,6 +185,18 @@ def main() -> None:
                 guards=GuardConfig(**guard),
                 monitor=curve if args.curve else None,
             )
+            secs = time.perf_counter() - t0
+            up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+            print(json.dumps({"config": name, "creator": creator, **figures(model, creator),
+                              "taste_fd": taste_fd_ratio(prep, creator), "extra": extra,
+                              "seconds": secs, "uptime": up}, default=float), flush=True)  # fmt: skip
+
+    for name in args.dpo_configs:
+        for creator in args.align or prep["creators"]:
+            t0 = time.perf_counter()
+            d = FlowDPOConfig(**{"seed": args.seed, **DPO_CONFIGS[name]})
+            model, extra = align(prep, creator, "dpo", root / name / creator, host=host,
+                                 grpo=FlowGRPOConfig(), dpo=d, guards=GuardConfig())  # fmt: skip
             secs = time.perf_counter() - t0
             up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
             print(json.dumps({"config": name, "creator": creator, **figures(model, creator),

@@ -48,13 +48,14 @@ class FlowGRPOTrainConfig(TrainConfig):
 
 
 def _flow_grpo_optim() -> OptimConfig:
-    # 5e-5 / KL 0.05 chosen on the validation split (docs/experiments/flow-guards-default-setting.md)
-    return OptimConfig.model_validate({"name": "adam", "learning_rate": 5e-5, "decay": "constant"})
+    # 1e-5 / KL 0.05 chosen on the validation split for the U-Net base
+    # (docs/experiments/flow-unet-base-alignment.md)
+    return OptimConfig.model_validate({"name": "adam", "learning_rate": 1e-5, "decay": "constant"})
 
 
 class FlowGRPOConfig(TrainRunConfig):
     """Flow-GRPO's run config: the shared sections (`[train]` steps, seed and logging;
-    `[optim]`, Adam 5e-5; `[checkpoint]`, off; `[mesh]`, `[distributed]`) and, at the
+    `[optim]`, Adam 1e-5; `[checkpoint]`, off; `[mesh]`, `[distributed]`) and, at the
     top, the rollouts, the GRPO knobs (mapped onto `GRPOConfig`) and rewards. The old
     flat `steps`, `seed` and `learning_rate` are refused with the line naming their place."""
 
