@@ -63,8 +63,7 @@ class SampleOutput:
     token) and `step_logits [B, N, V]` (raw float32 logits each token was drawn from), so a
     caller that scores what it decoded needs no second forward pass; and, for a model with
     a `sentence(tokens, mask)` method (one that reads its prompt through a pretrained
-    encoder), `sentence [B, D_s]`, computed in the same program as the prefill, whose
-    encoder pass it shares."""
+    encoder), `sentence [B, D_s]`, computed in the same program as the prefill."""
 
     tokens: np.ndarray
     logps: np.ndarray
@@ -330,7 +329,7 @@ def _generate(
     h, cache = model.hidden_cached(tokens, positions_from_mask(mask), mask, cache)
     h = h[jnp.arange(bp), last]  # only the last position's logits are needed
     logits = model.logits(h)
-    # the same encoder ops on the same inputs as the prefill's: XLA computes them once
+    # inside the decoding program: no second jitted call, padding bucket or host transfer
     sent = model.sentence(tokens, mask) if with_states and hasattr(model, "sentence") else None
     if group_size > 1:  # prefix sharing: one prefill per prompt, its cache copied G times
 
