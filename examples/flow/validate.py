@@ -152,6 +152,12 @@ def main() -> None:
                 "fd_chosen": rep["fd_chosen/ratio"],
                 "reward": [rep["reward/base"], rep["reward/aligned"]]}  # fmt: skip
 
+    def report(name: str, creator: str, model: Any, extra: dict, secs: float) -> None:
+        up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        print(json.dumps({"config": name, "creator": creator, **figures(model, creator),
+                          "taste_fd": taste_fd_ratio(prep, creator), "extra": extra,
+                          "seconds": secs, "uptime": up}, default=float), flush=True)  # fmt: skip
+
     for name in args.configs:
         upd, guard = CONFIGS[name]
         if args.steps is not None:
@@ -185,11 +191,7 @@ def main() -> None:
                 guards=GuardConfig(**guard),
                 monitor=curve if args.curve else None,
             )
-            secs = time.perf_counter() - t0
-            up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-            print(json.dumps({"config": name, "creator": creator, **figures(model, creator),
-                              "taste_fd": taste_fd_ratio(prep, creator), "extra": extra,
-                              "seconds": secs, "uptime": up}, default=float), flush=True)  # fmt: skip
+            report(name, creator, model, extra, time.perf_counter() - t0)
 
     for name in args.dpo_configs:
         for creator in args.align or prep["creators"]:
@@ -197,11 +199,7 @@ def main() -> None:
             d = FlowDPOConfig(**{"seed": args.seed, **DPO_CONFIGS[name]})
             model, extra = align(prep, creator, "dpo", root / name / creator, host=host,
                                  grpo=FlowGRPOConfig(), dpo=d, guards=GuardConfig())  # fmt: skip
-            secs = time.perf_counter() - t0
-            up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-            print(json.dumps({"config": name, "creator": creator, **figures(model, creator),
-                              "taste_fd": taste_fd_ratio(prep, creator), "extra": extra,
-                              "seconds": secs, "uptime": up}, default=float), flush=True)  # fmt: skip
+            report(name, creator, model, extra, time.perf_counter() - t0)
 
 
 if __name__ == "__main__":
