@@ -96,6 +96,12 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
         {"learning_rate": 1e-5, "steps": 40},
         {"stop_fd_ratio": 1.25},
     ),
+    # the quickstart's stage (4 December): fewer steps (the win is reached in 2-4 at 1e-5),
+    # fewer and smaller early-stopping checks (a check samples 7 tag sets x 16 x 20 ODE steps)
+    "qs-8steps": ({"steps": 8}, {}),
+    "qs-8steps+check4": ({"steps": 8}, {"check_every": 4}),
+    "qs-8steps+check4x8": ({"steps": 8}, {"check_every": 4, "check_samples": 8}),
+    "qs-12steps+check4x8": ({"steps": 12}, {"check_every": 4, "check_samples": 8}),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},
