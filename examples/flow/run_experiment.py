@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--ceiling", type=float, default=None, help="aesthetic cap quantile")
     ap.add_argument("--stop-fd", type=float, default=None, help="early stop: FD ratio")
     ap.add_argument("--stop-diversity", type=float, default=None, help="early stop: div ratio")
+    ap.add_argument("--check-every", type=int, default=None, help="early stop: steps per check")
     args = ap.parse_args()
     given = lambda **kw: {k: v for k, v in kw.items() if v is not None}  # noqa: E731
     grpo = FlowGRPOConfig.model_validate(
@@ -58,6 +59,7 @@ def main() -> None:
             ceiling_quantile=args.ceiling,
             stop_fd_ratio=args.stop_fd,
             stop_diversity_ratio=args.stop_diversity,
+            check_every=args.check_every,
         )
     )
     jax.config.update("jax_compilation_cache_dir", "/tmp/studio_align_jax_cache")
