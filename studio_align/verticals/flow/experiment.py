@@ -111,10 +111,8 @@ def taste_fd_ratio(prep: dict[str, Any], creator: str) -> float:
     return picked / first
 
 
-# the quickstart's guards: the validated defaults, checked every 4 steps instead of 2 (a
-# check samples 112 images x 20 ODE steps, about three GRPO steps' time); chosen with the
-# quickstart's 8 steps on the validation split (docs/experiments/flow-quickstart-stage-timing.md)
-QUICKSTART_GUARDS = GuardConfig(check_every=4)
+# the quickstart's guards: the validated defaults (docs/experiments/flow-quickstart-stage-timing.md)
+QUICKSTART_GUARDS = GuardConfig()
 STOP_NOISE = 4242  # validation noise of the early-stopping check (evaluation uses 1234)
 
 

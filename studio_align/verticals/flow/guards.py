@@ -42,14 +42,15 @@ class GuardConfig(Strict):
     keeping the last weights that passed.
 
     The defaults are the setting chosen on the validation split for the shipped U-Net
-    base (docs/experiments/flow-unet-base-alignment.md): early stopping at FD 1.25x /
-    diversity 0.85x on 16 samples per tag set every 2 steps, next to `FlowGRPOConfig`'s
-    learning rate 1e-5 and KL 0.05. On validation, with those, `lumen`'s FD on fresh noise
-    passes 1.3x after about 10 steps and `noir`'s 1.25x after about 6, while the win rate
-    is reached in 2-4. The stop is below the 1.3x it guards because the 16-sample check
-    is noisy. The anchor is off: it pulls every image toward the pretraining colours, which
-    is against a taste that is itself off them (`noir` lost win rate with it on the DiT
-    base); `off()` is the unguarded run.
+    base (docs/experiments/flow-unet-base-alignment.md, flow-quickstart-stage-timing.md):
+    early stopping at FD 1.25x / diversity 0.85x on 16 samples per tag set every 4 steps,
+    next to `FlowGRPOConfig`'s 8 steps, learning rate 1e-5 and KL 0.05. On validation the
+    win rate is reached in 2-4 steps, and FD passes 1.25x after 6-8; a check (112 samples
+    x 20 ODE steps) costs about three Flow-GRPO steps, so checking every 4 steps rather
+    than 2 saves a third of the run. The stop is below the 1.3x it guards because the
+    16-sample check is noisy. The anchor is off: it pulls every image toward the
+    pretraining colours, which is against a taste that is itself off them (`noir` lost
+    win rate with it on the DiT base); `off()` is the unguarded run.
     """
 
     ceiling_quantile: float | None = Field(None, ge=0, le=1)
@@ -57,7 +58,7 @@ class GuardConfig(Strict):
     diversity_weight: float = Field(0.0, ge=0)
     stop_fd_ratio: float | None = Field(1.25, gt=0)
     stop_diversity_ratio: float | None = Field(0.85, ge=0)
-    check_every: int = Field(2, ge=1)
+    check_every: int = Field(4, ge=1)
     check_samples: int = Field(16, ge=2)
 
     @classmethod
