@@ -121,14 +121,14 @@ def flow_grpo(
     model: Any, reference: Any, verticals: np.ndarray, tags: np.ndarray, cfg: FlowGRPOConfig,
     *, rewards: Mapping[str, Any], creator: str | None = None,
     context: Mapping[str, Any] | None = None, run_dir: str | Path | None = None,
-    stop: Callable[[Any], bool] | None = None, check_every: int = 2,
+    stop: Callable[[Any], bool] | None = None, check_every: int = 4,
 ) -> list[dict[str, float]]:  # fmt: skip
     """Align `model` in place on the conditions (`verticals` [P], `tags` [P, V]); returns
     the per-step metrics (reward means, KL, clip fraction, rollout/update seconds).
 
-    `stop(model) -> bool` (early stopping): checked every `check_every` steps; when it
-    says stop, the weights of the previous check are restored and training ends (the
-    experiment's stop is a quality guard on validation noise: Fréchet distance and
+    `stop(model) -> bool` (early stopping): checked every `check_every` steps (the default
+    is `GuardConfig`'s) and after the last; when it says stop, the weights of the previous
+    check are restored and training ends (the experiment's stop is a quality guard on validation noise: Fréchet distance and
     diversity against the base, never the creator's hidden utility)."""
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
