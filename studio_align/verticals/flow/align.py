@@ -128,8 +128,9 @@ def flow_grpo(
 
     `stop(model) -> bool` (early stopping): checked every `check_every` steps (the default
     is `GuardConfig`'s) and after the last; when it says stop, the weights of the previous
-    check are restored and training ends (the experiment's stop is a quality guard on validation noise: Fréchet distance and
-    diversity against the base, never the creator's hidden utility)."""
+    check are restored and training ends (the experiment's stop is a quality guard on
+    validation noise: Fréchet distance and diversity against the base, never the
+    creator's hidden utility)."""
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
         raise ConfigError(
