@@ -26,7 +26,7 @@ def test_quickstart_flow_stage_on_the_shipped_base(tmp_path) -> None:
     assert all(0.0 <= w <= 1.0 for w in rep["win_rate"].values())
     assert all(r > 0 for r in rep["fd_ratio"].values())
     saved = json.loads((tmp_path / "flow" / "report.json").read_text())
-    assert saved["guards"] == QUICKSTART_GUARDS.model_dump()  # the stage runs its own guards
+    assert saved["guards"] == QUICKSTART_GUARDS.model_dump()  # the report names the guards run
     for name, path in rep["grids"].items():
         with Image.open(path) as im:  # a labelled sheet, not a bare thumbnail strip
             assert im.width >= 600 and im.height >= 400, (name, im.size)
