@@ -174,6 +174,27 @@ def test_weight_decay_skips_vectors() -> None:
     assert float(jnp.abs(updates["b"]).max()) == 0.0 and float(updates["w"][0, 0]) == -0.5
 
 
+def test_lr_scale_gives_a_group_its_own_learning_rate() -> None:
+    """Adam's first step moves every weight by the learning rate; `lr_scale` multiplies it
+    for the parameters under a part of that name (and decoupled decay with it), and a
+    parameter in two groups gets both factors."""
+    cfg = OptimConfig(name="adamw", learning_rate=0.1, weight_decay=0.5, clip_grad_norm=None,
+                      decay="constant", lr_scale={"encoder": 0.1, "proj": 0.5})  # fmt: skip
+    tx, _ = make_optimizer(cfg, 10)
+    params = {
+        "encoder": {"w": jnp.ones((2, 2)), "proj": jnp.ones((2, 2))},
+        "head": jnp.ones((2, 2)),
+    }
+    grads = jax.tree.map(jnp.ones_like, params)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    step = -(0.1 + 0.1 * 0.5)  # Adam's unit step plus the decay, at lr 0.1
+    assert float(updates["head"][0, 0]) == pytest.approx(step, rel=1e-5)
+    assert float(updates["encoder"]["w"][0, 0]) == pytest.approx(step * 0.1, rel=1e-5)
+    assert float(updates["encoder"]["proj"][0, 0]) == pytest.approx(step * 0.05, rel=1e-5)
+    with pytest.raises(ConfigError, match=r"optim\.lr_scale"):
+        load_config(TrainRunConfig, None, ["optim.lr_scale={encoder = -1}"])
+
+
 def test_config_errors_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"optim\.name"):
         load_config(TrainRunConfig, None, ["optim.name=adamx"])

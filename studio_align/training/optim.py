@@ -12,9 +12,15 @@ Design choices:
   it instead of the last step's weights.
 - Weight decay skips vectors and scalars (norm scales, biases) by default, as is usual
   for transformers; `decay_all = true` decays everything.
+- `lr_scale` gives groups of parameters their own learning rate (a pretrained encoder
+  under a fresh head, say): the final update of a parameter whose path has a part of
+  that name is multiplied, after the optimizer and before the moving average.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import optax
@@ -50,6 +56,32 @@ def _decay_mask(params: optax.Params) -> optax.Params:
     return jax.tree.map(lambda p: getattr(p, "ndim", 0) >= 2, params)
 
 
+def _path_names(path: tuple[Any, ...]) -> set[str]:
+    return {str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path}
+
+
+def scale_by_path(scales: Mapping[str, float]) -> optax.GradientTransformation:
+    """Multiply each update by the product of `scales[name]` over the names in its path.
+
+    Stateless, and the factors are Python floats fixed at trace time, so the compiled step
+    only gains one multiply for each parameter that is in a group."""
+
+    def factor(path: tuple[Any, ...]) -> float:
+        f = 1.0
+        for name in _path_names(path) & scales.keys():
+            f *= scales[name]
+        return f
+
+    def update(updates: optax.Updates, state: optax.EmptyState, params: Any = None) -> Any:
+        del params
+        scaled = jax.tree_util.tree_map_with_path(
+            lambda path, u: u if (f := factor(path)) == 1.0 else u * f, updates
+        )
+        return scaled, state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
 def make_optimizer(
     cfg: OptimConfig, total_steps: int
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
@@ -74,6 +106,8 @@ def make_optimizer(
         opt = optax.chain(optax.add_decayed_weights(cfg.weight_decay, mask=mask), opt)
     if cfg.clip_grad_norm:
         opt = optax.chain(optax.clip_by_global_norm(cfg.clip_grad_norm), opt)
+    if cfg.lr_scale:
+        opt = optax.chain(opt, scale_by_path(cfg.lr_scale))
     if cfg.ema_decay:  # last, so `ema.ema_of` finds it at the end of the chain's state
         opt = optax.chain(opt, ema_weights(cfg.ema_decay))
     return opt, lr

@@ -7,7 +7,7 @@ read them without importing the trainers; each trainer's module re-exports its o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -40,6 +40,10 @@ class OptimConfig(Strict):
     clip_grad_norm: float | None = Field(1.0, ge=0)  # 0 (or None): no clipping
     # a moving average of the weights, exported instead of the last step's (`ema.py`)
     ema_decay: float | None = Field(None, gt=0, lt=1)
+    # per-group learning rates: {"encoder": 0.1} multiplies the update (so the learning
+    # rate and decoupled weight decay) of every parameter whose path has a part named
+    # "encoder"; a parameter in several groups gets the product
+    lr_scale: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
 
 
 class CheckpointConfig(Strict):
