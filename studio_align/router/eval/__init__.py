@@ -19,6 +19,16 @@
   `voice`, `emoji`, `slang`, `formal`, `runon`, `codeswitch`, `traditional`, `spec`,
   `hashtag`, `shout`. Two rows ask for plans no demo intent has (text-to-video then a
   grade). Validation only, never training.
+- `handwritten_val4`: 96 validation requests (48 English, 48 Chinese) written by a second
+  author who had seen no router's misses, nor the training generator's lexicons, nor the
+  evaluation sets, in styles the sets above lack: `context` (a backstory, the ask at the
+  end), `reference` (a film, artist or platform named instead of the look), `correction`
+  (the writer changes their mind mid-message), `plural_deliverable` (a kit or teaser that
+  implies several steps), `minimal` (one or two words with an attachment),
+  `professional_jargon` (b-roll, key visual, 垫乐), `multi_sentence_list` (numbered or
+  bulleted lines), `polite`, `retry` (restating after a wrong result), `singlish`,
+  `hashtag_nospace`, `chatty_zh_net` (家人们, 蹲一个大佬) and `homophone` (pinyin-input
+  slips: 冻态, 分境). Validation only, never training.
 - `handwritten_v3`: 96 requests (48 English, 48 Chinese) written before the pretrained
   encoder was built or tuned, in styles none of the sets above has: `emoji`, `voice`
   (dictation with fillers, no punctuation), `slang` (internet slang: no cap, yyds, 绝绝子,
@@ -48,8 +58,9 @@ SETS = (
     "handwritten_val",
     "handwritten_val2",
     "handwritten_val3",
+    "handwritten_val4",
 )
-VAL_SETS = ("handwritten_val", "handwritten_val2", "handwritten_val3")
+VAL_SETS = ("handwritten_val", "handwritten_val2", "handwritten_val3", "handwritten_val4")
 EVAL_SETS = ("handwritten_v1", "handwritten_v2", "handwritten_v3")
 
 
