@@ -1,14 +1,15 @@
 """SFT of the router on the pretrained encoder against the from-scratch router, on
 validation only (the generator's validation split, handwritten_val, handwritten_val2).
 
-    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--refusal P] [--wide P]
+    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--reuse]
 
 Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
 `--scratch`; the encoder fine-tuned as the quickstart's default does unless
-`--no-train-encoder`) and prints its exact-plan accuracy, by language, on each validation
+`--no-train-encoder`; `--encoder-lr-scale` multiplies its learning rate) and prints its exact-plan accuracy, by language, on each validation
 set and pooled over the packaged ones, with the seconds SFT took. Settings are compared
-here, never on the evaluation sets.
+here, never on the evaluation sets. `--reuse` scores the checkpoint an earlier run left in
+OUT instead of training again (for a validation set added since).
 """
 
 from __future__ import annotations
@@ -40,10 +41,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="fine-tune the encoder in SFT (default: the quickstart's)")  # fmt: skip
     ap.add_argument("--refusal", type=float, default=None, help="the generator's refusal_prob")
     ap.add_argument("--wide", type=float, default=None, help="the generator's wide_prob")
+    ap.add_argument("--colloquial", type=float, default=None,
+                    help="the generator's colloquial_prob")  # fmt: skip
+    ap.add_argument("--correction", type=float, default=None,
+                    help="the generator's correction_prob")  # fmt: skip
+    ap.add_argument("--encoder-lr-scale", type=float, default=None,
+                    help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
+    ap.add_argument("--reuse", action="store_true", help="score OUT's checkpoint, no training")
     args = ap.parse_args(argv)
     sft: dict[str, Any] = {"steps": args.steps}
+    optim: dict[str, Any] = {}
     if args.lr is not None:
-        sft["optim"] = {"learning_rate": args.lr}
+        optim["learning_rate"] = args.lr
+    if args.encoder_lr_scale is not None:
+        optim["lr_scale"] = {"encoder": args.encoder_lr_scale}
+    if optim:
+        sft["optim"] = optim
     settings: dict[str, Any] = {"seed": args.seed, "sft": sft,
                                 "encoder": "none" if args.scratch else "use-multilingual-v3"}  # fmt: skip
     if args.train_encoder is not None:
@@ -51,16 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     q = QuickstartConfig.model_validate(settings)
     n_train = q.n_train or q.sft.steps * q.batch_size
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout,
-                         refusal_prob=args.refusal, wide_prob=args.wide)  # fmt: skip
+                         refusal_prob=args.refusal, wide_prob=args.wide,
+                         colloquial_prob=args.colloquial, correction_prob=args.correction)  # fmt: skip
     data = StageData(train=splits["train"], val=splits["val"])
     catalog = default_catalog()
     t0 = time.perf_counter()
-    ckpt = stage_sft(args.out, q, data, None, catalog)
+    saved = sorted(args.out.glob("**/router.json"))
+    reuse = args.reuse and saved
+    ckpt = saved[0].parent if reuse else stage_sft(args.out, q, data, None, catalog)
     seconds = time.perf_counter() - t0
     router = Router.load(ckpt)
     sets = {"val": splits["val"], **{n: packaged.load(n) for n in packaged.VAL_SETS}}
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
-           "train_encoder": q.train_encoder, "refusal": args.refusal, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
+           "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
+           "refusal": args.refusal, "colloquial": args.colloquial,
+           "correction": args.correction, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     for name, rows in {**sets, "pooled": pooled}.items():
         f, _, _ = evaluate_router(router, rows, batch_size=128)
