@@ -1,7 +1,7 @@
 """SFT of the router on the pretrained encoder against the from-scratch router, on
 validation only (the generator's validation split, handwritten_val, handwritten_val2).
 
-    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--reuse]
+    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--ema D] [--batch N] [--reuse]
 
 Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the generator's correction_prob")  # fmt: skip
     ap.add_argument("--encoder-lr-scale", type=float, default=None,
                     help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
+    ap.add_argument("--ema", type=float, default=None, help="SFT's [optim] ema_decay")
+    ap.add_argument("--batch", type=int, default=None, help="examples per SFT step")
     ap.add_argument("--reuse", action="store_true", help="score OUT's checkpoint, no training")
     args = ap.parse_args(argv)
     sft: dict[str, Any] = {"steps": args.steps}
@@ -55,10 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         optim["learning_rate"] = args.lr
     if args.encoder_lr_scale is not None:
         optim["lr_scale"] = {"encoder": args.encoder_lr_scale}
+    if args.ema is not None:
+        optim["ema_decay"] = args.ema
     if optim:
         sft["optim"] = optim
     settings: dict[str, Any] = {"seed": args.seed, "sft": sft,
                                 "encoder": "none" if args.scratch else "use-multilingual-v3"}  # fmt: skip
+    if args.batch is not None:
+        settings["batch_size"] = args.batch
     if args.train_encoder is not None:
         settings["train_encoder"] = args.train_encoder
     q = QuickstartConfig.model_validate(settings)
@@ -78,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
            "refusal": args.refusal, "colloquial": args.colloquial,
-           "correction": args.correction, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
+           "correction": args.correction,
+           "ema": args.ema, "batch": args.batch, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     for name, rows in {**sets, "pooled": pooled}.items():
         f, _, _ = evaluate_router(router, rows, batch_size=128)
