@@ -102,6 +102,8 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     "qs-8steps+check4": ({"steps": 8}, {"check_every": 4}),
     "qs-8steps+check4x8": ({"steps": 8}, {"check_every": 4, "check_samples": 8}),
     "qs-12steps+check4x8": ({"steps": 12}, {"check_every": 4, "check_samples": 8}),
+    # on a failed check, bisect back to the latest step that passes (GuardConfig.backtrack)
+    "qs-8steps+check4+backtrack": ({"steps": 8}, {"check_every": 4, "backtrack": True}),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},
