@@ -86,6 +86,36 @@ def test_early_stop_restores_the_last_weights_that_passed():
                for a, b in zip(kept, checks[1], strict=True))  # fmt: skip
 
 
+@pytest.mark.slow  # compiles a GRPO step of the tiny model
+def test_backtrack_keeps_the_latest_step_that_passes_after_a_failed_check():
+    """Checks every 4 steps; the step-4 check fails, so bisection asks step 2 (passes) and
+    then step 3 (fails): the weights of step 2 are kept, not the base's."""
+    base = tiny_model(0)
+    model = clone(base)
+    verts, tags = conds(2, seed=3)
+    cfg = FlowGRPOConfig.model_validate(
+        {"train": {"steps": 8}, "optim": {"name": "adam", "learning_rate": 1e-2, "decay": "constant"},
+         "prompts_per_step": 2, "group_size": 4, "sde_steps": 3, "beta": 0.0,
+         "weights": {"brightness": 1.0}}
+    )  # fmt: skip
+    seen = []
+    verdicts = iter([True, False, True])  # step 4 fails, step 2 passes, step 3 fails
+
+    def stop(m):
+        seen.append(jax.tree.map(np.asarray, jax.tree.leaves(m)))
+        return next(verdicts)
+
+    hist = flow_grpo(model, base, verts, tags, cfg, stop=stop, check_every=4, backtrack=True,
+                     rewards={"brightness": Reward("brightness", _brightness)})  # fmt: skip
+    assert len(hist) == 4 and hist[-1]["early_stop_kept"] == 2.0 and len(seen) == 3
+    kept = jax.tree.leaves(model)
+    for a, b in zip(kept, seen[1], strict=True):  # the step-2 weights the bisection passed
+        np.testing.assert_array_equal(np.asarray(a), b)
+    for other in (seen[0], seen[2], jax.tree.leaves(base)):  # not step 4, 3 or the base
+        assert any(not np.array_equal(np.asarray(a), np.asarray(b))
+                   for a, b in zip(kept, other, strict=True))  # fmt: skip
+
+
 def test_taste_fd_ratio_is_one_for_the_fixed_pick_and_grows_for_a_bright_taste():
     imgs = make_dataset(160, seed=1, size=16)[0].astype(np.float32) / 255.0
     cand = imgs[:96].reshape(24, 4, 16, 16, 3)

@@ -121,7 +121,7 @@ def flow_grpo(
     model: Any, reference: Any, verticals: np.ndarray, tags: np.ndarray, cfg: FlowGRPOConfig,
     *, rewards: Mapping[str, Any], creator: str | None = None,
     context: Mapping[str, Any] | None = None, run_dir: str | Path | None = None,
-    stop: Callable[[Any], bool] | None = None, check_every: int = 4,
+    stop: Callable[[Any], bool] | None = None, check_every: int = 4, backtrack: bool = False,
 ) -> list[dict[str, float]]:  # fmt: skip
     """Align `model` in place on the conditions (`verticals` [P], `tags` [P, V]); returns
     the per-step metrics (reward means, KL, clip fraction, rollout/update seconds).
@@ -130,7 +130,10 @@ def flow_grpo(
     is `GuardConfig`'s) and after the last; when it says stop, the weights of the previous
     check are restored and training ends (the experiment's stop is a quality guard on
     validation noise: Fréchet distance and diversity against the base, never the
-    creator's hidden utility)."""
+    creator's hidden utility). `backtrack`: when a check fails, the steps since the last
+    passed check are searched by bisection for the latest one that passes, and those
+    weights are kept instead (at most log2(check_every) more checks, only on a stop; every
+    step's weights since the last check are held in memory for it)."""
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
         raise ConfigError(
@@ -148,22 +151,35 @@ def flow_grpo(
     if stop is None:  # the loop writes the weights back into `model`
         return train_loop(model, cfg.run(run_dir), step, name="grpo").history
     kept = jax.tree.map(jnp.array, nnx.state(model))
-    stopped_at: int | None = None
+    kept_at = 0
+    recent: dict[int, Any] = {}  # step -> weights, since the last passed check (backtrack)
+    stopped = False
 
     def check(s: int, current: nnx.Module) -> bool:
-        nonlocal kept, stopped_at
-        if s % check_every and s != cfg.train.steps:
+        nonlocal kept, kept_at, recent, stopped
+        at_check = s % check_every == 0 or s == cfg.train.steps
+        if backtrack and not at_check:
+            recent[s] = jax.tree.map(jnp.array, nnx.state(current))
+        if not at_check:
             return False
-        if stop(current):
-            stopped_at = -(-s // check_every) * check_every
-            return True
-        kept = jax.tree.map(jnp.array, nnx.state(current))
-        return False
+        if not stop(current):
+            kept, kept_at, recent = jax.tree.map(jnp.array, nnx.state(current)), s, {}
+            return False
+        lo, hi = kept_at, s  # lo passed, hi failed
+        while backtrack and hi - lo > 1:
+            mid = (lo + hi) // 2
+            nnx.update(current, recent[mid])
+            if stop(current):
+                hi = mid
+            else:
+                lo, kept = mid, recent[mid]
+        kept_at, stopped = lo, True
+        return True
 
     history = train_loop(model, cfg.run(run_dir), step, name="grpo", stop=check).history
-    if stopped_at is not None:
+    if stopped:
         nnx.update(model, kept)
-        history[-1] = {**history[-1], "early_stop_kept": float(stopped_at - check_every)}
+        history[-1] = {**history[-1], "early_stop_kept": float(kept_at)}
     return history
 
 

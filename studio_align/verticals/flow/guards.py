@@ -60,6 +60,9 @@ class GuardConfig(Strict):
     stop_diversity_ratio: float | None = Field(0.85, ge=0)
     check_every: int = Field(4, ge=1)
     check_samples: int = Field(16, ge=2)
+    # on a failed check, bisect the steps since the last passed one for the latest that
+    # passes (`flow_grpo(backtrack=)`), instead of keeping the last passed check's weights
+    backtrack: bool = False
 
     @classmethod
     def off(cls) -> GuardConfig:
