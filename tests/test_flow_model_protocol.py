@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -69,3 +70,29 @@ def test_diffusion_dpo_prefers_the_chosen_images(arch, tmp_path):
     before, _ = loss_fn(base, batch)
     after, _ = loss_fn(model, batch)
     assert float(after) < float(before) - 0.05 and res.step == 30
+
+
+@pytest.mark.slow  # compiles a Diffusion-DPO step of the tiny model
+def test_diffusion_dpo_early_stop_keeps_the_last_check_that_passed(tmp_path):
+    """The quality stop of Flow-GRPO guards Diffusion-DPO too: checks at steps 3 and 6, the
+    second fails, so the weights seen at step 3 are kept and training ends at step 6."""
+    base = tiny_model(0)
+    model = clone(base)
+    rng = np.random.default_rng(0)
+    verts, tags = conds(16, seed=2)
+    xw = rng.normal(0.5, 0.2, (16, 8, 8, 3)).astype(np.float32)
+    xl = rng.normal(-0.5, 0.2, (16, 8, 8, 3)).astype(np.float32)
+    pairs = {"xw": xw, "xl": xl, "vertical": verts, "tags": tags}
+    cfg = FlowDPOConfig(steps=12, batch_size=8, learning_rate=3e-3, beta=500.0, check_every=3)
+    seen = []
+
+    def stop(m):
+        seen.append([np.asarray(x) for x in jax.tree.leaves(nnx.state(m, nnx.Param))])
+        return len(seen) == 2
+
+    res = flow_dpo(model, base, pairs, cfg, run_dir=tmp_path / "dpo", stop=stop)
+    assert res.step == 6 and res.history[-1]["early_stop_kept"] == 3.0
+    kept = [np.asarray(x) for x in jax.tree.leaves(nnx.state(model, nnx.Param))]
+    for a, b in zip(kept, seen[0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, b) for a, b in zip(kept, seen[1], strict=True))

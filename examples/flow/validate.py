@@ -113,6 +113,9 @@ DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo-lr2e-5": {"learning_rate": 2e-5},
     "dpo-lr1e-5": {"learning_rate": 1e-5},
     "dpo-lr1e-5+beta5000": {"learning_rate": 1e-5, "beta": 5000.0},
+    # the experiment's quality stop (GuardConfig: FD 1.25x, diversity 0.85x) every N steps
+    "dpo+check10": {"check_every": 10},
+    "dpo+check20": {"check_every": 20},
 }
 
 

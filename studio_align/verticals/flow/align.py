@@ -150,47 +150,72 @@ def flow_grpo(
     )
     if stop is None:  # the loop writes the weights back into `model`
         return train_loop(model, cfg.run(run_dir), step, name="grpo").history
-    kept = jax.tree.map(jnp.array, nnx.state(model))
-    kept_at = 0
-    recent: dict[int, Any] = {}  # step -> weights, since the last passed check (backtrack)
-    stopped = False
+    guard = LastPassed(model, stop, check_every, cfg.train.steps, backtrack=backtrack)
+    history = train_loop(model, cfg.run(run_dir), step, name="grpo", stop=guard).history
+    return guard.restore(model, history)
 
-    def check(s: int, current: nnx.Module) -> bool:
-        nonlocal kept, kept_at, recent, stopped
-        at_check = s % check_every == 0 or s == cfg.train.steps
-        if backtrack and not at_check:
-            recent[s] = jax.tree.map(jnp.array, nnx.state(current))
+
+class LastPassed:
+    """Early stopping for both aligners, as `train_loop`'s `stop(step, model)`: `stop(model)`
+    is asked every `check_every` steps and after the last; when it says stop, training
+    ends and `restore` puts back the weights of the last check that passed (the base's if
+    none did). `backtrack`: the steps since that check are first bisected for the latest one
+    that passes (at most log2(check_every) more checks, only on a stop; each step's weights
+    since the last check are held in memory for it)."""
+
+    def __init__(
+        self, model: Any, stop: Callable[[Any], bool], check_every: int, steps: int | None,
+        *, backtrack: bool = False,
+    ) -> None:  # fmt: skip
+        self.stop, self.every, self.steps, self.backtrack = stop, check_every, steps, backtrack
+        self.kept = jax.tree.map(jnp.array, nnx.state(model))
+        self.kept_at = 0
+        self.recent: dict[int, Any] = {}  # step -> weights since the last passed check
+        self.stopped = False
+
+    def __call__(self, s: int, current: nnx.Module) -> bool:
+        at_check = s % self.every == 0 or s == self.steps
+        if self.backtrack and not at_check:
+            self.recent[s] = jax.tree.map(jnp.array, nnx.state(current))
         if not at_check:
             return False
-        if not stop(current):
-            kept, kept_at, recent = jax.tree.map(jnp.array, nnx.state(current)), s, {}
+        if not self.stop(current):
+            self.kept, self.kept_at, self.recent = (
+                jax.tree.map(jnp.array, nnx.state(current)),
+                s,
+                {},
+            )
             return False
-        lo, hi = kept_at, s  # lo passed, hi failed
-        while backtrack and hi - lo > 1:
+        lo, hi = self.kept_at, s  # lo passed, hi failed
+        while self.backtrack and hi - lo > 1:
             mid = (lo + hi) // 2
-            nnx.update(current, recent[mid])
-            if stop(current):
+            nnx.update(current, self.recent[mid])
+            if self.stop(current):
                 hi = mid
             else:
-                lo, kept = mid, recent[mid]
-        kept_at, stopped = lo, True
+                lo, self.kept = mid, self.recent[mid]
+        self.kept_at, self.stopped = lo, True
         return True
 
-    history = train_loop(model, cfg.run(run_dir), step, name="grpo", stop=check).history
-    if stopped:
-        nnx.update(model, kept)
-        history[-1] = {**history[-1], "early_stop_kept": float(kept_at)}
-    return history
+    def restore(self, model: Any, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Put the kept weights into `model` after a stop; the history's last record says
+        which step they are from (`early_stop_kept`)."""
+        if self.stopped:
+            nnx.update(model, self.kept)
+            history[-1] = {**history[-1], "early_stop_kept": float(self.kept_at)}
+        return history
 
 
 class FlowDPOConfig(Strict):
-    """`[flow_dpo]`: Diffusion-DPO steps, batch (pairs per step), beta, optimiser."""
+    """`[flow_dpo]`: Diffusion-DPO steps, batch (pairs per step), beta, optimiser, and how
+    often the experiment's quality stop is asked (`check_every`; None: never)."""
 
     steps: int = Field(100, ge=1)
     batch_size: int = Field(32, ge=1)
     beta: float = Field(2000.0, gt=0)
     learning_rate: float = Field(5e-5, gt=0)
     seed: int = 0
+    check_every: int | None = Field(None, ge=1)
 
 
 def dpo_pairs(
@@ -249,9 +274,11 @@ def make_dpo_loss(reference: Any, *, beta: float) -> Any:
 
 def flow_dpo(
     model: Any, reference: Any, pairs: dict[str, np.ndarray], cfg: FlowDPOConfig,
-    *, run_dir: str | Path,
+    *, run_dir: str | Path, stop: Callable[[Any], bool] | None = None,
 ) -> TrainResult:  # fmt: skip
-    """Diffusion-DPO of `model` in place against `reference` through `train_loop`."""
+    """Diffusion-DPO of `model` in place against `reference` through `train_loop`;
+    `stop(model)` (early stopping, as in `flow_grpo`) is asked every `cfg.check_every`
+    steps, and a stop keeps the last weights that passed (`LastPassed`)."""
     run = TrainRunConfig.model_validate(
         {
             "run_dir": Path(run_dir),
@@ -269,4 +296,9 @@ def flow_dpo(
     )
     batches = DPOBatches(pairs, cfg.batch_size, cfg.seed)
     loss_fn = make_dpo_loss(reference, beta=cfg.beta)
-    return train_loop(model, run, supervised(loss_fn, batches), name="flow_dpo")
+    if stop is None or cfg.check_every is None:
+        return train_loop(model, run, supervised(loss_fn, batches), name="flow_dpo")
+    guard = LastPassed(model, stop, cfg.check_every, cfg.steps)
+    res = train_loop(model, run, supervised(loss_fn, batches), name="flow_dpo", stop=guard)
+    guard.restore(model, res.history)
+    return res

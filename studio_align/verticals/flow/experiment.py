@@ -185,8 +185,12 @@ def align(
         return model, extra
     p = dpo_pairs(sel["candidates"] * 2 - 1, sel["picks"][creator], sel["verticals"],
                   sel["tags"])  # fmt: skip
-    res = flow_dpo(model, base, p, dpo, run_dir=run_dir)
-    return model, {"pairs": len(p["xw"]), "dpo_accuracy": res.metrics.get("accuracy")}
+    stop = with_monitor(quality_stop(prep, guards), monitor) if dpo.check_every else None
+    res = flow_dpo(model, base, p, dpo, run_dir=run_dir, stop=stop)
+    out = {"pairs": len(p["xw"]), "dpo_accuracy": res.metrics.get("accuracy")}
+    if stop is not None:
+        out["steps_kept"] = res.history[-1].get("early_stop_kept", float(dpo.steps))
+    return model, out
 
 
 def run_seed(
