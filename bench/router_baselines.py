@@ -142,7 +142,7 @@ def figures(rows, pred, conf, plans) -> dict[str, Any]:
 
 def run_seed(seed: int, feats: Features) -> dict[str, Any]:
     q = QuickstartConfig()
-    n_train = q.n_train or q.sft.steps * q.batch_size
+    n_train = q.n_train or q.sft.steps * q.sft.batch_size
     splits = demo_splits(seed=seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout)
     train = splits["train"]
     plans = sorted({tuple(r["plan"]) for r in train})

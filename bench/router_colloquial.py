@@ -98,7 +98,7 @@ def run_one(
     cfg = validate(QuickstartConfig, apply_overrides(base, extra), source="--trial")
     splits = demo_splits(
         seed=seed,
-        n_train=cfg.sft.steps * cfg.batch_size,
+        n_train=cfg.sft.steps * cfg.sft.batch_size,
         n_val=cfg.n_val,
         n_heldout=cfg.n_heldout,
         colloquial_prob=prob,

@@ -64,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     settings: dict[str, Any] = {"seed": args.seed, "sft": sft,
                                 "encoder": "none" if args.scratch else "use-multilingual-v3"}  # fmt: skip
     if args.batch is not None:
-        settings["batch_size"] = args.batch
+        sft["batch_size"] = args.batch
     if args.train_encoder is not None:
         settings["train_encoder"] = args.train_encoder
     q = QuickstartConfig.model_validate(settings)
-    n_train = q.n_train or q.sft.steps * q.batch_size
+    n_train = q.n_train or q.sft.steps * q.sft.batch_size
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout,
                          refusal_prob=args.refusal, wide_prob=args.wide,
                          colloquial_prob=args.colloquial, correction_prob=args.correction)  # fmt: skip

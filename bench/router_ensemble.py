@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     rows["ensemble"] = figures(ens, sets)
     if args.calibrate:  # as the quickstart calibrates a router: hand-written + generator val
         cfg = QuickstartConfig()
-        gen_val = demo_splits(seed=cfg.seed, n_train=cfg.sft.steps * cfg.batch_size, n_val=cfg.n_val,
+        gen_val = demo_splits(seed=cfg.seed, n_train=cfg.sft.steps * cfg.sft.batch_size, n_val=cfg.n_val,
                               n_heldout=0)["val"]  # fmt: skip
         t = ens.fit_temperature(packaged.load("handwritten_val") + gen_val[:80], batch_size=128)
         rows[f"ensemble, temperature {t:g}"] = figures(ens, sets)

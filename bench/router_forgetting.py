@@ -74,7 +74,7 @@ def existing_data(d: Path, catalog: Any) -> StageData:
 def generated_data(out: Path, catalog: Any, cfg: QuickstartConfig) -> StageData:
     """The quickstart's simulated platform for `cfg`, generated into OUT."""
     platform = simulate_platform(
-        out, catalog, seed=cfg.seed, n_train=cfg.n_train or cfg.sft.steps * cfg.batch_size,
+        out, catalog, seed=cfg.seed, n_train=cfg.n_train or cfg.sft.steps * cfg.sft.batch_size,
         n_val=cfg.n_val, n_heldout=cfg.n_heldout, n_creators=cfg.n_creators,
         n_eval_creators=cfg.n_eval_creators,
     )  # fmt: skip

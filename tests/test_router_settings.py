@@ -44,7 +44,8 @@ def _settings(cls: type[RouterSettings], *overrides: str) -> RouterSettings:
 def test_stage_run_configs_carry_the_pipeline_defaults() -> None:
     cfg = QuickstartConfig()
     sft = sft_run_config(Path("/out"), cfg, DATA, None)
-    assert (sft.train.steps, sft.train.batch_size, sft.train.log_every) == (300, 32, 20)
+    assert (sft.train.steps, sft.train.batch_size, sft.train.log_every) == (300, 64, 20)
+    assert dpo_run_config(Path("/out"), cfg, DATA, Path("/sft")).train.batch_size == 32
     assert (sft.optim.learning_rate, sft.optim.warmup_steps, sft.optim.ema_decay) == (
         1e-3,
         20,

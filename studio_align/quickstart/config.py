@@ -15,7 +15,7 @@ class QuickstartConfig(RouterSettings):
     """Sizes and steps of the quickstart loop (defaults fit 2 CPU cores in minutes): the
     router settings plus the demo generator's sizes and the grading and flow switches."""
 
-    n_train: int | None = None  # None: sft.steps * batch_size, every example seen once
+    n_train: int | None = None  # None: sft.steps * sft.batch_size, every example seen once
     n_val: int = 200
     n_heldout: int = 400
     n_creators: int = 40

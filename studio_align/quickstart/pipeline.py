@@ -76,7 +76,7 @@ def run_quickstart(
             out,
             catalog,
             seed=cfg.seed,
-            n_train=cfg.n_train or cfg.sft.steps * cfg.batch_size,
+            n_train=cfg.n_train or cfg.sft.steps * cfg.sft.batch_size,
             n_val=cfg.n_val,
             n_heldout=cfg.n_heldout,
             n_creators=cfg.n_creators,

@@ -47,8 +47,9 @@ def _section(value: BaseModel, cls: type[S]) -> S:
     return cls.model_validate(value.model_dump(include=set(cls.model_fields)))
 
 
-def _train(cfg: RouterSettings, steps: int) -> TrainConfig:
-    return TrainConfig(steps=steps, batch_size=cfg.batch_size, seed=cfg.seed, log_every=20)
+def _train(cfg: RouterSettings, steps: int, batch_size: int | None = None) -> TrainConfig:
+    batch = cfg.batch_size if batch_size is None else batch_size
+    return TrainConfig(steps=steps, batch_size=batch, seed=cfg.seed, log_every=20)
 
 
 def _final_only() -> CheckpointConfig:
@@ -105,7 +106,7 @@ def sft_run_config(
     s = cfg.sft
     return SFTConfig(
         run_dir=out / "stages" / "sft",
-        train=_train(cfg, s.steps),
+        train=_train(cfg, s.steps, s.batch_size),
         optim=_section(s.optim, OptimConfig),
         checkpoint=_final_only(),
         model=_sft_model(cfg, data, start),
