@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from studio_align.catalog import Catalog
 from studio_align.errors import ConfigError
 from studio_align.models.interpolate import interpolate_bundles
+from studio_align.router.data import write_jsonl
 from studio_align.router.settings import RouterSettings, StageData
 from studio_align.router.task import RouterTask
 from studio_align.training.dpo import train_dpo
@@ -183,7 +184,10 @@ def stage_dpo(
     out: Path, cfg: RouterSettings, data: StageData, start: Path | None, catalog: Catalog
 ) -> Path:
     rc = dpo_run_config(out, cfg, data, start)
-    return Path(train_dpo(rc, task=RouterTask(catalog), replay=_replay(cfg, data)).checkpoint)
+    replay = _replay(cfg, data)
+    if replay is not None:  # so the saved config.toml replays the same records on its own
+        rc.dpo.replay_data = write_jsonl(out / "stages" / "dpo" / "replay_examples.jsonl", replay)
+    return Path(train_dpo(rc, task=RouterTask(catalog), replay=replay).checkpoint)
 
 
 def stage_kto(
