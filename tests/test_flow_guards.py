@@ -56,6 +56,15 @@ def test_guard_config_adds_the_guard_rewards_to_the_weights():
     assert GuardConfig().stop_fd_ratio == 1.25  # the validated default keeps early stopping on
 
 
+def _tiny_grpo(steps: int) -> FlowGRPOConfig:
+    """A few fast Flow-GRPO steps of the tiny model on the brightness reward."""
+    return FlowGRPOConfig.model_validate(
+        {"train": {"steps": steps}, "optim": {"name": "adam", "learning_rate": 1e-2, "decay": "constant"},
+         "prompts_per_step": 2, "group_size": 4, "sde_steps": 3, "beta": 0.0,
+         "weights": {"brightness": 1.0}}
+    )  # fmt: skip
+
+
 def _brightness(images):
     return [float(np.mean(im)) for im in images]
 
@@ -65,11 +74,7 @@ def test_early_stop_restores_the_last_weights_that_passed():
     base = tiny_model(0)
     model = clone(base)
     verts, tags = conds(2, seed=3)
-    cfg = FlowGRPOConfig.model_validate(
-        {"train": {"steps": 6}, "optim": {"name": "adam", "learning_rate": 1e-2, "decay": "constant"},
-         "prompts_per_step": 2, "group_size": 4, "sde_steps": 3, "beta": 0.0,
-         "weights": {"brightness": 1.0}}
-    )  # fmt: skip
+    cfg = _tiny_grpo(steps=6)
     checks = []
 
     def stop(m):  # passes at step 2, fails at step 4
@@ -93,11 +98,7 @@ def test_backtrack_keeps_the_latest_step_that_passes_after_a_failed_check():
     base = tiny_model(0)
     model = clone(base)
     verts, tags = conds(2, seed=3)
-    cfg = FlowGRPOConfig.model_validate(
-        {"train": {"steps": 8}, "optim": {"name": "adam", "learning_rate": 1e-2, "decay": "constant"},
-         "prompts_per_step": 2, "group_size": 4, "sde_steps": 3, "beta": 0.0,
-         "weights": {"brightness": 1.0}}
-    )  # fmt: skip
+    cfg = _tiny_grpo(steps=8)
     seen = []
     verdicts = iter([True, False, True])  # step 4 fails, step 2 passes, step 3 fails
 

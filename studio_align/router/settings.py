@@ -195,9 +195,8 @@ class RouterSettings(Strict):
     # refusals in the data: hand-written validation (272 requests, 2 seeds) 0.899 -> 0.928,
     # SFT 2.5x slower (docs/experiments/router-refusals-and-encoder-fine-tuning.md)
     train_encoder: bool = True
-    batch_size: int = (
-        32  # examples per DPO and KTO step (SFT's: sft.batch_size; GRPO's: grpo.prompts_per_step)
-    )
+    # examples per DPO and KTO step (SFT's: sft.batch_size; GRPO's: grpo.prompts_per_step)
+    batch_size: int = 32
     eval_batch_size: int = 128  # requests per batch when calibrating, evaluating and reporting
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
     # each preference stage delivers w * tuned + (1 - w) * SFT weights (WiSE-FT; 1 = off);

@@ -130,10 +130,7 @@ def flow_grpo(
     is `GuardConfig`'s) and after the last; when it says stop, the weights of the previous
     check are restored and training ends (the experiment's stop is a quality guard on
     validation noise: Fréchet distance and diversity against the base, never the
-    creator's hidden utility). `backtrack`: when a check fails, the steps since the last
-    passed check are searched by bisection for the latest one that passes, and those
-    weights are kept instead (at most log2(check_every) more checks, only on a stop; every
-    step's weights since the last check are held in memory for it)."""
+    creator's hidden utility). `backtrack`: see `LastPassed`."""
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
         raise ConfigError(
@@ -180,11 +177,8 @@ class LastPassed:
         if not at_check:
             return False
         if not self.stop(current):
-            self.kept, self.kept_at, self.recent = (
-                jax.tree.map(jnp.array, nnx.state(current)),
-                s,
-                {},
-            )
+            self.kept = jax.tree.map(jnp.array, nnx.state(current))
+            self.kept_at, self.recent = s, {}
             return False
         lo, hi = self.kept_at, s  # lo passed, hi failed
         while self.backtrack and hi - lo > 1:
