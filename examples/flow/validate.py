@@ -116,6 +116,9 @@ DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     # the experiment's quality stop (GuardConfig: FD 1.25x, diversity 0.85x) every N steps
     "dpo+check10": {"check_every": 10},
     "dpo+check20": {"check_every": 20},
+    # a slower Diffusion-DPO under the same stop, so a check sees a model near the last one
+    "dpo-lr1e-5+check10": {"learning_rate": 1e-5, "check_every": 10},
+    "dpo-lr2e-5+check10": {"learning_rate": 2e-5, "check_every": 10},
 }
 
 
