@@ -110,6 +110,24 @@ def _ids(rng: np.random.Generator, vocab: int, *shape: int) -> np.ndarray:
     return rng.integers(FIRST_WORD, vocab, size=shape)
 
 
+def dpo_pairs(dims: dict, steps: int) -> dict[str, np.ndarray]:
+    """The harness's DPO pairs for `steps` steps (`common.dpo_batches`, call for call),
+    packed by `pack_pairs` with the shared-prompt layout."""
+    from studio_align.training.packing import pack_pairs
+
+    b, p_len, c_len = dims["dpo"]["pairs"], dims["prompt_len"], dims["completion_len"]
+    vocab = dims["model"]["vocab_size"]
+    rng = np.random.default_rng(dims["seed"])
+    prompts, chosen, rejected = [], [], []
+    for _ in range(steps):
+        c, r = _ids(rng, vocab, b, c_len), _ids(rng, vocab, b, c_len)
+        c[:, -1] = r[:, -1] = EOS
+        prompts += _ids(rng, vocab, b, p_len).tolist()
+        chosen += c.tolist()
+        rejected += r.tolist()
+    return pack_pairs(prompts, chosen, rejected, pad_id=PAD)
+
+
 def words(ids: list[int]) -> str:
     return " ".join(SPECIAL[i] if i < FIRST_WORD else f"t{i}" for i in ids)
 
@@ -162,20 +180,11 @@ def run_dpo(dims: dict, variant: str) -> None:
     from studio_align.training.dpo import DPOConfig, make_dpo_loss, pair_logps, reference_logps
     from studio_align.training.loop import TrainConfig, TrainRunConfig, train_loop
     from studio_align.training.optim import OptimConfig
-    from studio_align.training.packing import pack_pairs
     from studio_align.training.supervised import supervised
 
     steps, b = dims["warmup_steps"] + dims["timed_steps"], dims["dpo"]["pairs"]
-    p_len, c_len, vocab = dims["prompt_len"], dims["completion_len"], dims["model"]["vocab_size"]
-    rng = np.random.default_rng(dims["seed"])  # common.dpo_batches, call for call
-    prompts, chosen, rejected = [], [], []
-    for _ in range(steps):
-        c, r = _ids(rng, vocab, b, c_len), _ids(rng, vocab, b, c_len)
-        c[:, -1] = r[:, -1] = EOS
-        prompts += _ids(rng, vocab, b, p_len).tolist()
-        chosen += c.tolist()
-        rejected += r.tolist()
-    arrays = pack_pairs(prompts, chosen, rejected, pad_id=PAD)
+    p_len, c_len = dims["prompt_len"], dims["completion_len"]
+    arrays = dpo_pairs(dims, steps)
     tmp = Path(tempfile.mkdtemp(prefix="sa-compare-dpo-"))
     dcfg = DPOConfig(loss_type="sigmoid", beta=dims["dpo"]["beta"])
     policy, ref = model(dims), model(dims)
@@ -237,7 +246,7 @@ def run_dpo(dims: dict, variant: str) -> None:
               "mfu": step_flops / step_s / peak,
               "dense_gflop_per_step": dense / 1e9, "dense_mfu": dense / step_s / peak}  # fmt: skip
     if variant == "cached":
-        n = len(prompts)
+        n = steps * b
         for epochs in (1, 3):
             train_s = epochs * (n // b) * step_s
             extra[f"epoch{epochs}_pairs_per_s"] = (

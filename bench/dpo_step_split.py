@@ -23,15 +23,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compare import EOS, PAD, _ids, dims_path, model
+from compare import dims_path, dpo_pairs, model
 
 from studio_align.training.dpo import DPOConfig, make_dpo_loss
-from studio_align.training.packing import pack_pairs
 
 
 def ms(fn: Callable[[], Any], repeats: int) -> float:
@@ -65,12 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     dims = json.loads((args.dims or dims_path()).read_text())
     b, p_len, c_len = dims["dpo"]["pairs"], dims["prompt_len"], dims["completion_len"]
-    rng = np.random.default_rng(dims["seed"])
-    vocab = dims["model"]["vocab_size"]
-    c, r = _ids(rng, vocab, b, c_len), _ids(rng, vocab, b, c_len)
-    c[:, -1] = r[:, -1] = EOS
-    arrays = pack_pairs(_ids(rng, vocab, b, p_len).tolist(), c.tolist(), r.tolist(), pad_id=PAD)
-    batch = {k: jnp.asarray(v) for k, v in arrays.items()}
+    batch = {k: jnp.asarray(v) for k, v in dpo_pairs(dims, steps=1).items()}  # one step's pairs
     batch |= {"ref_chosen_logps": jnp.zeros((b,)), "ref_rejected_logps": jnp.zeros((b,))}
     policy = model(dims)
     loss_fn = make_dpo_loss(DPOConfig(loss_type="sigmoid", beta=dims["dpo"]["beta"]))
