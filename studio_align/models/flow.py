@@ -57,6 +57,11 @@ class FlowConfig:
     def tokens(self) -> int:
         return (self.image_size // self.patch) ** 2
 
+    @property
+    def seam_grid(self) -> int:
+        """The pixel grid a seam could follow: the patches' (`verticals.flow.quality`)."""
+        return self.patch
+
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 

@@ -30,6 +30,7 @@ class UNetConfig:
     blocks: int = 1  # residual blocks per resolution, on the way down and on the way up
     levels: int = 2  # resolutions: image_size, image_size / 2, ...
     attention: bool = False  # one self-attention layer at the coarsest resolution
+    space_to_depth: int = 1  # s x s pixel blocks folded into channels around the network
     n_verticals: int = 2
     n_tags: int = 16
 
@@ -38,6 +39,12 @@ class UNetConfig:
 
     def level_width(self, level: int) -> int:
         return self.width if level == 0 else 2 * self.width
+
+    @property
+    def seam_grid(self) -> int:
+        """The pixel grid a seam could follow: the folded blocks, else the 8x8 grid the
+        sample-quality check has always used for this architecture."""
+        return self.space_to_depth if self.space_to_depth > 1 else 8
 
 
 class ResBlock(nnx.Module):
@@ -79,9 +86,11 @@ class FlowUNet(nnx.Module):
     """Velocity model `v(x_t, t, vertical, tags)`; images [B, H, W, C] in [-1, 1]."""
 
     def __init__(self, cfg: UNetConfig = UNetConfig(), *, rngs: nnx.Rngs) -> None:
-        if cfg.levels < 1 or cfg.image_size % (2 ** (cfg.levels - 1)):
+        fold = cfg.space_to_depth
+        if cfg.levels < 1 or fold < 1 or cfg.image_size % (fold * 2 ** (cfg.levels - 1)):
             raise ValueError(
-                f"image_size {cfg.image_size} does not halve {cfg.levels - 1} times evenly"
+                f"image_size {cfg.image_size} does not fold by {fold} and then halve "
+                f"{cfg.levels - 1} times evenly"
             )
         self.cfg = cfg
         w, cw, nb = cfg.width, 4 * cfg.width, cfg.blocks
@@ -89,7 +98,8 @@ class FlowUNet(nnx.Module):
         self.t2 = nnx.Linear(cw, cw, rngs=rngs)
         self.vertical = nnx.Embed(cfg.n_verticals + 1, cw, rngs=rngs)
         self.tags = nnx.Linear(cfg.n_tags, cw, use_bias=False, rngs=rngs)
-        self.inp = nnx.Conv(cfg.channels, w, (3, 3), rngs=rngs)
+        folded = cfg.channels * fold * fold
+        self.inp = nnx.Conv(folded, w, (3, 3), rngs=rngs)
         widths = [cfg.level_width(i) for i in range(cfg.levels)]
         self.down = nnx.List([
             nnx.List([ResBlock(c, c, cw, rngs=rngs) for _ in range(nb)]) for c in widths
@@ -108,7 +118,7 @@ class FlowUNet(nnx.Module):
             for i in range(cfg.levels - 1)
         ])  # fmt: skip
         zeros = nnx.initializers.zeros_init()
-        self.out = nnx.Conv(w, cfg.channels, (3, 3), kernel_init=zeros, bias_init=zeros, rngs=rngs)
+        self.out = nnx.Conv(w, folded, (3, 3), kernel_init=zeros, bias_init=zeros, rngs=rngs)
 
     def condition(self, t: jax.Array, vertical: jax.Array, tags: jax.Array) -> jax.Array:
         te = self.t2(nnx.silu(self.t1(timestep_embedding(t, self.cfg.width))))
@@ -118,7 +128,7 @@ class FlowUNet(nnx.Module):
         self, x: jax.Array, t: jax.Array, vertical: jax.Array, tags: jax.Array
     ) -> jax.Array:
         c = self.condition(t, vertical, tags)
-        h = self.inp(x)
+        h = self.inp(_fold(x, self.cfg.space_to_depth))
         skips = []
         for level, blocks in enumerate(self.down):
             for block in blocks:
@@ -134,4 +144,23 @@ class FlowUNet(nnx.Module):
             h = jnp.concatenate([self.unpool[level](h), skips[level]], axis=-1)
             for block in self.up[level]:
                 h = block(h, c)
-        return self.out(nnx.silu(h))
+        return _unfold(self.out(nnx.silu(h)), self.cfg.space_to_depth)
+
+
+def _fold(x: jax.Array, s: int) -> jax.Array:
+    """[B, H, W, C] -> [B, H/s, W/s, s*s*C]: each s x s block of pixels as one pixel."""
+    if s == 1:
+        return x
+    b, h, w, c = x.shape
+    x = x.reshape(b, h // s, s, w // s, s, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(b, h // s, w // s, s * s * c)
+
+
+def _unfold(x: jax.Array, s: int) -> jax.Array:
+    """The inverse of `_fold`."""
+    if s == 1:
+        return x
+    b, h, w, cs = x.shape
+    c = cs // (s * s)
+    x = x.reshape(b, h, w, s, s, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(b, h * s, w * s, c)

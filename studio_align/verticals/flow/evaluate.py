@@ -235,7 +235,7 @@ def sample_quality_section(
     set, `n_per_set` fresh real images, the figures of `quality_figures` (seam measured on
     the first model's patch grid); with `report_dir`, one labelled sheet per guidance."""
     first = next(iter(models.values()))
-    size, patch = first.cfg.image_size, getattr(first.cfg, "patch", 8)
+    size, patch = first.cfg.image_size, getattr(first.cfg, "seam_grid", 8)
     clf = fit_tag_classifier(real_by_tag_set(ALL_TAG_SETS, CLASSIFIER_DRAWS,
                                              seed=CLASSIFIER_SEED, size=size))  # fmt: skip
     real = real_by_tag_set(ALL_TAG_SETS, n_per_set, seed=REAL_SEED, size=size)

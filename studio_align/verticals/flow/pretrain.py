@@ -37,7 +37,8 @@ from studio_align.verticals.flow.data import encode, make_dataset, to_model_spac
 
 
 class FlowModelSection(Strict):
-    """`[model]`: `arch = "unet"` (`width`, `blocks`, `levels`, `attention`) or `"dit"`
+    """`[model]`: `arch = "unet"` (`width`, `blocks`, `levels`, `attention`,
+    `space_to_depth`) or `"dit"`
     (`patch`, `width`, `depth`, `heads`); fields of the other architecture are ignored.
     The defaults are the shipped base's: a three-level U-Net, width 32, attention at 8x8
     (`examples/flow/pretrain.toml` is its whole recipe)."""
@@ -51,12 +52,14 @@ class FlowModelSection(Strict):
     blocks: int = Field(1, ge=1)
     levels: int = Field(3, ge=1)
     attention: bool = True
+    space_to_depth: int = Field(1, ge=1)
 
     def config(self) -> FlowConfig | UNetConfig:
         if self.arch == "unet":
             return UNetConfig(image_size=self.image_size, width=self.width or 32,
                               blocks=self.blocks, levels=self.levels,
-                              attention=self.attention)  # fmt: skip
+                              attention=self.attention,
+                              space_to_depth=self.space_to_depth)  # fmt: skip
         return FlowConfig(image_size=self.image_size, patch=self.patch, width=self.width or 128,
                           depth=self.depth, heads=self.heads)  # fmt: skip
 
