@@ -32,7 +32,12 @@ def test_generate_rejects_an_unknown_tag_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "model", ['arch = "dit"\npatch = 4\nwidth = 32\ndepth = 1\nheads = 2', "width = 8\nlevels = 2"]
+    "model",
+    [
+        'arch = "dit"\npatch = 4\nwidth = 32\ndepth = 1\nheads = 2',
+        "width = 8\nlevels = 2",
+        "width = 8\nlevels = 2\nspace_to_depth = 2",
+    ],
 )
 def test_train_flow_tiny_run(tmp_path, model):
     cfg = tmp_path / "run.toml"
@@ -47,3 +52,18 @@ def test_train_flow_tiny_run(tmp_path, model):
     assert (tmp_path / "base" / "model.safetensors").is_file()
     _, meta = load_flow(tmp_path / "base")
     assert meta["flow_arch"] == ("dit" if "dit" in model else "unet")  # the default: unet
+
+
+def test_eval_flow_names_a_base_of_another_size_in_one_line(tmp_path):
+    from flax import nnx
+
+    from studio_align.models.flow_unet import FlowUNet, UNetConfig
+    from studio_align.verticals.flow.checkpoint import save_flow
+
+    for size in (8, 16):
+        cfg = UNetConfig(image_size=size, width=8, levels=2)
+        save_flow(FlowUNet(cfg, rngs=nnx.Rngs(0)), tmp_path / f"m{size}")
+    args = ["eval", "flow", "--checkpoint", str(tmp_path / "m16"), "--base", str(tmp_path / "m8")]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and "draws 16x16 images and the base" in res.output
+    assert "Traceback" not in res.output

@@ -33,12 +33,36 @@ def test_every_architecture_round_trips_through_a_checkpoint(arch, tmp_path):
 def test_the_unet_starts_at_zero_velocity_at_every_depth_and_names_a_bad_size():
     verts, tags = conds(2)
     x = jnp.ones((2, 16, 16, 3))
-    for levels, attention in ((1, False), (2, False), (3, True)):
-        cfg = UNetConfig(image_size=16, width=8, levels=levels, attention=attention)
+    for levels, attention, fold in ((1, False, 1), (2, False, 1), (3, True, 1), (2, True, 2)):
+        cfg = UNetConfig(
+            image_size=16, width=8, levels=levels, attention=attention, space_to_depth=fold
+        )
         v = FlowUNet(cfg, rngs=nnx.Rngs(0))(x, jnp.full((2,), 0.5), verts, tags)
         assert v.shape == x.shape and float(jnp.abs(v).max()) == 0.0
-    with pytest.raises(ValueError, match="image_size 10 does not halve 2 times evenly"):
+    with pytest.raises(ValueError, match="image_size 10 does not fold by 1 and then halve 2"):
         FlowUNet(UNetConfig(image_size=10, levels=3), rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="image_size 12 does not fold by 2 and then halve 2"):
+        FlowUNet(UNetConfig(image_size=12, levels=3, space_to_depth=2), rngs=nnx.Rngs(0))
+
+
+def test_a_folded_unet_reads_each_pixel_block_as_one_position():
+    """space_to_depth = 2: the network sees 2x2 blocks as pixels of 12 channels and its output
+    unfolds to the image's own layout, so the velocity of a pixel depends on its block's
+    neighbours, and the seam check looks at the block grid."""
+    from studio_align.models.flow_unet import _fold, _unfold
+
+    x = jax.random.normal(jax.random.key(0), (2, 8, 8, 3))
+    folded = _fold(x, 2)
+    assert folded.shape == (2, 4, 4, 12)
+    np.testing.assert_array_equal(folded[0, 1, 2, 3:6], x[0, 2, 5])  # block (1, 2), pixel (0, 1)
+    np.testing.assert_array_equal(_unfold(folded, 2), x)
+    cfg = UNetConfig(image_size=8, width=8, levels=2, space_to_depth=2)
+    assert cfg.seam_grid == 2 and UNetConfig().seam_grid == 8
+    model = FlowUNet(cfg, rngs=nnx.Rngs(0))
+    model.out.kernel.value = jax.random.normal(jax.random.key(1), model.out.kernel.value.shape)
+    verts, tags = conds(2)
+    v = model(x, jnp.full((2,), 0.5), verts, tags)
+    assert v.shape == x.shape and float(jnp.abs(v).min()) > 0.0
 
 
 def test_an_unregistered_class_is_one_clear_error(tmp_path):

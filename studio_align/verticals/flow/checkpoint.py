@@ -4,7 +4,8 @@ A checkpoint is a directory with `model.safetensors` (or the file itself). Names
 NNX state paths joined with dots (`blocks.0.attn.query.kernel`); the metadata holds
 `flow_arch` (the architecture's name in `ARCHITECTURES`; absent = `dit`), `flow_config`
 (JSON of its config) and free-form provenance (`trained_by`, metrics). The pretrained
-base ships as package data: `BASE_WEIGHTS`.
+base ships as package data, and every function that takes a checkpoint path also takes
+its name (`PACKAGED`): `base` (32x32, `BASE_WEIGHTS`).
 
 Any `models.flow_protocol.FlowModel` can be saved and loaded once its (config class,
 module class) pair is registered under a name: `register_flow_architecture("mine",
@@ -31,6 +32,7 @@ from studio_align.models.flow_unet import FlowUNet, UNetConfig
 from studio_align.models.safetensors_io import SafetensorsFile, save_safetensors
 
 BASE_WEIGHTS = Path(__file__).parent / "weights" / "base.safetensors"
+PACKAGED = {"base": BASE_WEIGHTS}
 FILE = "model.safetensors"
 
 # architecture name -> (config class, module class)
@@ -77,7 +79,7 @@ def save_flow(model: FlowModel, path: str | Path, meta: Mapping[str, Any] | None
 
 
 def _resolve(path: str | Path) -> Path:
-    p = Path(path)
+    p = PACKAGED.get(str(path)) or Path(path)
     if p.is_dir():
         p = p / FILE
     if not p.is_file():

@@ -26,15 +26,11 @@ from studio_align.commands import echo_result, load_run_config, run_config_optio
 from studio_align.errors import ConfigError
 from studio_align.jsonsafe import json_safe
 from studio_align.plugins import get_host
-from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, load_flow
+from studio_align.verticals.flow.checkpoint import load_flow
 from studio_align.verticals.flow.data import make_dataset, write_png
 from studio_align.verticals.flow.evaluate import compare, generate, sample_quality_section
 from studio_align.verticals.flow.pretrain import FlowPretrainConfig, pretrain_flow
 from studio_align.verticals.flow.task import parse_prompt
-
-
-def _checkpoint(path: str) -> Path:
-    return BASE_WEIGHTS if path == "base" else Path(path)
 
 
 @click.command("flow")
@@ -46,7 +42,10 @@ def train_flow(config: Path | None, overrides: tuple[str, ...], as_json: bool) -
 
 
 @click.command("generate")
-@click.option("--checkpoint", required=True, help="Flow checkpoint directory/file, or 'base'.")
+@click.option(
+    "--checkpoint", required=True,
+    help="Flow checkpoint directory/file, or 'base' (the packaged 32x32 base).",
+)  # fmt: skip
 @click.option("--tags", required=True, help='"vertical: tag, tag", e.g. "product: lifestyle".')
 @click.option("--n", "n", type=click.IntRange(1, 4096), default=8, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
@@ -58,7 +57,7 @@ def generate_cmd(
 ) -> None:
     """Write N PNGs sampled for a tag set (Euler ODE, classifier-free guidance)."""
     vertical, tag_set = parse_prompt(tags)
-    model, _ = load_flow(_checkpoint(checkpoint))
+    model, _ = load_flow(checkpoint)
     images = generate(model, [(vertical, tag_set)], n, seed=seed, steps=steps,
                       guidance=guidance)[0]  # fmt: skip
     for i, im in enumerate(images):
@@ -69,7 +68,10 @@ def generate_cmd(
 @click.command("flow")
 @click.option("--checkpoint", required=True, help="Aligned flow checkpoint.")
 @click.option(
-    "--base", default="base", show_default=True, help="Base checkpoint ('base' = packaged)."
+    "--base",
+    default="base",
+    show_default=True,
+    help="Base checkpoint ('base' = packaged).",
 )
 @click.option(
     "--judge", default=None, help="Reward that scores images per creator (e.g. flow_taste)."
@@ -93,9 +95,15 @@ def eval_flow(
             "eval flow: --judge and --creator go together (a judge scores per creator)"
         )
     judge_reward = get_host().reward(judge) if judge is not None else None
-    aligned, _ = load_flow(_checkpoint(checkpoint))
-    ref, _ = load_flow(_checkpoint(base))
-    data = make_dataset(1024, seed=0)[0].astype(np.float32) / 255.0
+    aligned, _ = load_flow(checkpoint)
+    ref, _ = load_flow(base)
+    size = ref.cfg.image_size
+    if aligned.cfg.image_size != size:
+        raise ConfigError(
+            f"eval flow: {checkpoint} draws {aligned.cfg.image_size}x{aligned.cfg.image_size} "
+            f"images and the base {base} {size}x{size}; compare a model with its own base"
+        )
+    data = make_dataset(1024, seed=0, size=size)[0].astype(np.float32) / 255.0
     cache: dict[str, np.ndarray] = {}
     common: dict[str, Any] = {"data_images": data, "n_per_set": n_per_set, "base_samples": cache}
     out = (

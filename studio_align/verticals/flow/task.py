@@ -97,7 +97,7 @@ class FlowTask:
         options = dict(getattr(model, "options", None) or {})
         return StartingPoint(
             model=flow, reference=clone(flow) if reference else None,
-            state={"meta": meta, "options": options},
+            state={"meta": meta, "options": options, "base": path},
         )  # fmt: skip
 
     def grpo_prompts(
@@ -178,8 +178,9 @@ class FlowTask:
                 "model.options: 'judge' and 'creators' go together (a judge scores per creator)"
             )
         judge = get_host().reward(str(judge_name)) if judge_name is not None else None
-        base, _ = load_flow(BASE_WEIGHTS)
-        data = make_dataset(512, seed=0)[0].astype(np.float32) / 255.0
+        base, _ = load_flow(start.state.get("base", BASE_WEIGHTS))  # what the run started from
+        size = base.cfg.image_size
+        data = make_dataset(512, seed=0, size=size)[0].astype(np.float32) / 255.0
         out: dict[str, float] = {}
         cache: dict[str, np.ndarray] = {}
         if judge is None:
