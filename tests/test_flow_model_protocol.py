@@ -46,9 +46,9 @@ def test_the_unet_starts_at_zero_velocity_at_every_depth_and_names_a_bad_size():
 
 
 def test_a_folded_unet_reads_each_pixel_block_as_one_position():
-    """space_to_depth = 2: the network sees 2x2 blocks as pixels of 12 channels and its output
-    unfolds to the image's own layout, so the velocity of a pixel depends on its block's
-    neighbours, and the seam check looks at the block grid."""
+    """space_to_depth = 2: the network sees 2x2 blocks as pixels of 12 channels, its output
+    unfolds to the image's own layout (every pixel from a channel of its own), and the seam
+    check looks at the block grid."""
     from studio_align.models.flow_unet import _fold, _unfold
 
     x = jax.random.normal(jax.random.key(0), (2, 8, 8, 3))

@@ -68,10 +68,7 @@ def generate_cmd(
 @click.command("flow")
 @click.option("--checkpoint", required=True, help="Aligned flow checkpoint.")
 @click.option(
-    "--base",
-    default="base",
-    show_default=True,
-    help="Base checkpoint ('base' = packaged).",
+    "--base", default="base", show_default=True, help="Base checkpoint ('base' = packaged)."
 )
 @click.option(
     "--judge", default=None, help="Reward that scores images per creator (e.g. flow_taste)."

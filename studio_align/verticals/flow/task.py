@@ -178,7 +178,7 @@ class FlowTask:
                 "model.options: 'judge' and 'creators' go together (a judge scores per creator)"
             )
         judge = get_host().reward(str(judge_name)) if judge_name is not None else None
-        base, _ = load_flow(start.state.get("base", BASE_WEIGHTS))  # what the run started from
+        base, _ = load_flow(start.state["base"])  # what the run started from
         size = base.cfg.image_size
         data = make_dataset(512, seed=0, size=size)[0].astype(np.float32) / 255.0
         out: dict[str, float] = {}
