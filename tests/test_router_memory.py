@@ -47,3 +47,25 @@ def test_memory_flood_evicts_in_bounded_time_and_keeps_other_sources() -> None:
     assert mem.counts()["sources"] == {"p": 1, "q": 500}
     hit = mem.lookup(np.ones(16, np.float32), "p:ana", [])
     assert hit is not None and hit.plan == ("audio.music",)
+    # the ids the flood invented are forgotten with their exemplars (bounded bookkeeping)
+    assert len(mem._codes) < 4 * 500
+
+
+def test_population_votes_come_from_the_askers_source_and_the_checkpoint() -> None:
+    e = np.ones(8, np.float32)
+    mem = ExemplarMemory(min_votes=3)
+    for i in range(5):  # one platform's invented creators
+        mem.add(e, ["audio.speech"], f"q:sock{i}", [], source="q")
+    hit = mem.lookup(e, "q:new", [], source="q")
+    assert hit is not None and hit.plan == ("audio.speech",)
+    assert mem.lookup(e, "p:ana", [], source="p") is None
+    assert mem.lookup(e, None, []) is None  # an anonymous asker
+    for i in range(3):  # the checkpoint's own exemplars vote for every asker
+        mem.add(e, ["audio.music"], f"shipped{i}", [])
+    assert mem.lookup(e, "p:ana", [], source="p").plan == ("audio.music",)  # type: ignore[union-attr]
+    assert mem.lookup(e, None, []).plan == ("audio.music",)  # type: ignore[union-attr]
+    # with min_sources >= 2 every source votes, and one source alone sets nothing
+    pooled = ExemplarMemory(min_votes=3, min_sources=2)
+    for i in range(5):
+        pooled.add(e, ["audio.speech"], f"q:sock{i}", [], source="q")
+    assert pooled.lookup(e, "p:ana", [], source="p") is None

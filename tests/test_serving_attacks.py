@@ -30,7 +30,7 @@ from serving_helpers import (
 
 from studio_align.errors import ConfigError
 from studio_align.serving.app import create_app
-from studio_align.serving.feedback import FeedbackLog
+from studio_align.serving.feedback import FeedbackLog, LogWriteError
 
 REQ = {"text": "make a poster of a red fox in snow", "attachments": []}
 MODEL_PLAN = ["ideogram.text_to_image"]
@@ -125,10 +125,52 @@ def test_a_flood_of_one_id_is_one_vote_and_is_rate_limited(app_client) -> None:
 def test_population_needs_distinct_creators(app_client) -> None:
     for c in ("c1", "c2"):
         assert signed_post(app_client, "/v1/feedback", _fb(c)).status_code == 200
-    assert _route(app_client, signed=False)["source"] == "model"  # 2 < min_votes 3
+    assert _route(app_client, "dan")["source"] == "model"  # 2 < min_votes 3
     assert signed_post(app_client, "/v1/feedback", _fb("c3")).status_code == 200
-    pop = _route(app_client, signed=False)
+    pop = _route(app_client, "dan")  # a creator of the same platform with no history
     assert pop["source"] == "population_memory" and pop["plan"] == ALT
+
+
+def test_one_platforms_invented_creators_cannot_set_others_routes(app_client) -> None:
+    # the rival names five creators of its own: a majority of its own population
+    evil = ["ideogram.text_to_image", "audio.speech"]
+    for i in range(5):
+        body = _fb(f"sock{i}", evil)
+        assert signed_post(app_client, "/v1/feedback", body, OTHER, OTHER_KEY).status_code == 200
+    rival = _route(app_client, "new", key=OTHER_KEY, platform=OTHER)
+    assert rival["source"] == "population_memory" and rival["plan"] == evil
+    # acme's creators and anonymous askers never see the rival's votes
+    assert _route(app_client, "dan")["plan"] == MODEL_PLAN
+    assert _route(app_client, signed=False)["plan"] == MODEL_PLAN
+    for c in ("c1", "c2", "c3"):  # acme's own honest majority still counts for acme
+        assert signed_post(app_client, "/v1/feedback", _fb(c)).status_code == 200
+    assert _route(app_client, "dan")["plan"] == ALT
+
+
+def test_a_platform_cannot_squat_another_platforms_event_ids(app_client, tmp_path) -> None:
+    first = signed_post(app_client, "/v1/feedback", _fb("x", id="evt-1001"), OTHER, OTHER_KEY)
+    assert first.status_code == 200 and first.json()["written"] is True
+    mine = signed_post(app_client, "/v1/feedback", _fb("ana", id="evt-1001"))
+    assert mine.status_code == 200 and mine.json()["written"] is True
+    reuse = signed_post(app_client, "/v1/feedback", _fb("bo", id="evt-1001"))
+    assert reuse.status_code == 409  # within its own platform an id is still one event
+    assert [(e["id"], e["auth"]["platform"]) for e in _lines(tmp_path)] == [
+        ("evt-1001", OTHER), ("evt-1001", PLATFORM)]  # fmt: skip
+
+
+def test_a_signed_post_without_id_replayed_after_a_restart_is_written_once(tmp_path) -> None:
+    from studio_align.serving.auth import signed_headers
+
+    body = _fb("ana")
+    del body["id"]
+    raw = json.dumps(body).encode()
+    h = {**signed_headers(PLATFORM, PLATFORM_KEY.encode(), "POST", "/v1/feedback", raw),
+         "Content-Type": "application/json"}  # fmt: skip
+    for _ in range(2):  # the second server has forgotten the signatures the first saw
+        with TestClient(create_app(_cfg(tmp_path), loader=memory_loader)) as client:
+            _ready(client)
+            assert client.post("/v1/feedback", content=raw, headers=h).status_code == 200
+    assert len(_lines(tmp_path)) == 1
 
 
 def test_a_replayed_signature_is_refused(app_client) -> None:
@@ -272,6 +314,19 @@ def test_a_torn_tail_is_set_aside_before_the_next_event(tmp_path) -> None:
     assert log.append({"id": "next", "type": "route"})
     assert path.read_bytes().splitlines()[-1] == b'{"id":"next","type":"route"}'
     assert Path(str(path) + ".torn").read_bytes() == b'{"type":"rou\n'
+
+
+def test_a_torn_tail_is_never_written_through_a_planted_link(tmp_path) -> None:
+    path = tmp_path / "fb" / "route_events.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b'{"type":"route","id":"whole"}\n{"type":"rou')
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"keep")
+    Path(str(path) + ".torn").symlink_to(victim)
+    with pytest.raises(LogWriteError, match="torn"):
+        FeedbackLog(path).append({"id": "next", "type": "route"})
+    assert victim.read_bytes() == b"keep"
+    assert path.read_bytes().endswith(b'{"type":"rou')  # nothing appended after the tail
 
 
 def test_a_fifo_or_dangling_log_path_is_refused_at_start(tmp_path) -> None:

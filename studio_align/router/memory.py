@@ -11,7 +11,12 @@ kinds). When a new request arrives, its nearest exemplars can set the plan:
    nearest exemplar with similarity >= `population_sim`), a plan held by at least
    `min_votes` distinct creators, from at least `min_sources` distinct sources, and by a
    strict majority of those creators gives its plan. Votes count creators, never posts,
-   so one creator posting a thousand times is one vote.
+   so one creator posting a thousand times is one vote. The voters are the asker's own
+   source's creators and the checkpoint's own exemplars (source `""`): a platform can
+   name as many creators as it likes, so its votes may sway only its own creators'
+   routes, never another platform's or an anonymous asker's (who sees the checkpoint's
+   exemplars only). With `min_sources` >= 2 every source votes, and a plan needs that
+   many distinct sources behind it, so no single platform can set one alone.
 
 Only exemplars with the same attachment kinds are compared. The caller (`decide.py`)
 checks a remembered plan against the catalog grammar and `max_steps` again and puts it
@@ -110,6 +115,7 @@ class ExemplarMemory:
         self._mat = np.zeros((0, 0), np.float32)
         self._alive = np.zeros(0, bool)
         self._creator_code = np.zeros(0, np.int32)
+        self._source_code = np.zeros(0, np.int32)
         self._att_code = np.zeros(0, np.int32)
         self._plans: list[tuple[str, ...]] = []
         self._creators: list[str] = []
@@ -156,7 +162,7 @@ class ExemplarMemory:
         if self._n:
             mat[: self._n] = self._mat[: self._n]
         self._mat = mat
-        for name in ("_alive", "_creator_code", "_att_code"):
+        for name in ("_alive", "_creator_code", "_source_code", "_att_code"):
             old = getattr(self, name)
             new = np.zeros(size, old.dtype)
             new[: self._n] = old[: self._n]
@@ -165,7 +171,7 @@ class ExemplarMemory:
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: self._n])
         m = len(keep)
-        for name in ("_mat", "_alive", "_creator_code", "_att_code"):
+        for name in ("_mat", "_alive", "_att_code"):
             arr = getattr(self, name)
             arr[:m] = arr[keep]
         self._alive[m : self._n] = False
@@ -173,6 +179,11 @@ class ExemplarMemory:
             old = getattr(self, name)
             setattr(self, name, [old[i] for i in keep])
         self._n = m
+        # codes of evicted creators and sources go too, so a flood of new ids is bounded
+        self._codes = {k: v for k, v in self._codes.items() if k.startswith("a:")}
+        for i in range(m):
+            self._creator_code[i] = self._code("c:" + self._creators[i])
+            self._source_code[i] = self._code("s:" + self._sources[i])
         self._by_creator, self._by_source = {}, {}
         for i in range(m):
             self._by_creator.setdefault(self._creators[i], deque()).append(i)
@@ -198,6 +209,7 @@ class ExemplarMemory:
         self._mat[i] = e
         self._alive[i] = True
         self._creator_code[i] = self._code("c:" + c)
+        self._source_code[i] = self._code("s:" + source)
         self._att_code[i] = self._code("a:" + atts)
         self._n += 1
         self._live += 1
@@ -222,38 +234,60 @@ class ExemplarMemory:
             q.remove(i) if q[0] != i else q.popleft()
 
     def lookup(
-        self, embedding: np.ndarray, creator: str | None, attachments: Sequence[str]
+        self,
+        embedding: np.ndarray,
+        creator: str | None,
+        attachments: Sequence[str],
+        *,
+        source: str | None = None,
     ) -> MemoryHit | None:
-        """The remembered plan for a request, or None when no exemplar is close enough."""
-        return self.lookup_many(np.asarray(embedding)[None, :], [creator], [attachments])[0]
+        """The remembered plan for a request, or None when no exemplar is close enough.
+        `source`: the asker's (its platform; None for an anonymous asker)."""
+        emb = np.asarray(embedding)[None, :]
+        return self.lookup_many(emb, [creator], [attachments], sources=[source])[0]
 
     def lookup_many(
         self,
         embeddings: np.ndarray,
         creators: Sequence[str | None],
         attachments: Sequence[Sequence[str]],
+        *,
+        sources: Sequence[str | None] | None = None,
     ) -> list[MemoryHit | None]:
         """`lookup` for a batch: one [B, D] x [D, N] product for all requests."""
         if not self._live:
             return [None] * len(creators)
+        sources = list(sources) if sources is not None else [None] * len(creators)
         emb = np.asarray(embeddings, np.float32)
         emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-8)
         sims_all = emb @ self._mat[: self._n].T  # [B, N]
         att_codes = self._att_code[: self._n]
         creator_codes = self._creator_code[: self._n]
+        source_codes = self._source_code[: self._n]
         alive = self._alive[: self._n]
+        own_source = source_codes == self._codes.get("s:", -1)  # the checkpoint's exemplars
         out: list[MemoryHit | None] = []
-        for sims, creator, atts in zip(sims_all, creators, attachments, strict=True):
+        for sims, creator, atts, source in zip(sims_all, creators, attachments, sources,
+                                               strict=True):  # fmt: skip
             code = self._codes.get("a:" + ",".join(sorted(atts)))
             if code is None or not np.isfinite(sims).all():
                 out.append(None)
                 continue
             same = alive & (att_codes == code)
-            out.append(self._pick(sims, same, creator, creator_codes))
+            pool = same  # who may vote
+            if self.cfg.min_sources < 2:  # the asker's source and the checkpoint's
+                asker = self._codes.get("s:" + source, -1) if source else -1
+                pool = same & (own_source | (source_codes == asker))
+            out.append(self._pick(sims, same, pool, creator, creator_codes))
         return out
 
     def _pick(
-        self, sims: np.ndarray, same: np.ndarray, creator: str | None, creator_codes: np.ndarray
+        self,
+        sims: np.ndarray,
+        same: np.ndarray,
+        pool: np.ndarray,
+        creator: str | None,
+        creator_codes: np.ndarray,
     ) -> MemoryHit | None:
         ccode = self._codes.get("c:" + creator) if creator else None
         if ccode is not None:
@@ -263,7 +297,7 @@ class ExemplarMemory:
                 if best >= self.cfg.creator_sim:
                     i = int(own[sims[own] >= best - TIE][-1])  # newest of the nearest
                     return MemoryHit(self._plans[i], min(best, 1.0), "creator_memory")
-        cand = np.flatnonzero(same & (sims >= self.cfg.population_sim))
+        cand = np.flatnonzero(pool & (sims >= self.cfg.population_sim))
         if len(cand) < self.cfg.min_votes:
             return None
         # each creator's nearest (newest on ties) exemplar, then the k nearest creators

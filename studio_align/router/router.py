@@ -572,20 +572,25 @@ class Router:
         requests: Sequence[Any],
         *,
         creators: Sequence[str | None] | None = None,
+        sources: Sequence[str | None] | None = None,
         batch_size: int = 64,
     ) -> list[dict[str, Any]]:
-        """One decision per request (see module docstring)."""
+        """One decision per request (see module docstring). `sources`: each asker's
+        source (its platform), whose creators' exemplars may vote (`memory.py`)."""
         creators = list(creators) if creators is not None else [None] * len(requests)
-        if len(creators) != len(requests):
-            raise ValueError(f"{len(requests)} requests but {len(creators)} creators")
+        sources = list(sources) if sources is not None else [None] * len(requests)
+        if not len(creators) == len(sources) == len(requests):
+            raise ValueError(f"{len(requests)} requests but {len(creators)} creators "
+                             f"and {len(sources)} sources")  # fmt: skip
         out: list[dict[str, Any]] = []
         cal = self.calibration
         for s in range(0, len(requests), batch_size):
             chunk = list(requests[s : s + batch_size])
             ds, hidden = self.model_decisions(chunk)
             atts_of = [request_fields(req)[1] for req in chunk]
+            window = slice(s, s + len(chunk))
             hits = (
-                self.memory.lookup_many(hidden, creators[s : s + len(chunk)], atts_of)
+                self.memory.lookup_many(hidden, creators[window], atts_of, sources=sources[window])
                 if self.memory is not None
                 else [None] * len(chunk)
             )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -327,6 +328,7 @@ def create_app(
             d = r.model_dump()
             # a creator's exemplars answer only that creator's platform, signed
             d["creator"] = creator_key(platform, r.creator) if platform and r.creator else None
+            d["source"] = platform  # population votes: that platform's creators only
             items.append((router, d))
         results = await state.batcher.submit_many(items)
         if isinstance(body, BatchRouteRequest):
@@ -356,6 +358,11 @@ def create_app(
             state.metrics.auth_failures.inc()
             raise HTTPException(e.status, str(e)) from None
 
+    def _signed_id(request: Request, platform: str | None) -> str | None:
+        """A signed post's event id when it gave none: its signature's digest."""
+        sig = request.headers.get("x-studio-signature") if platform else None
+        return f"sig-{hashlib.sha256(sig.encode('latin-1')).hexdigest()[:32]}" if sig else None
+
     def _limit(limiter: RateLimiter, key: str) -> None:
         wait = limiter.allow(key)
         if wait > 0:
@@ -382,7 +389,7 @@ def create_app(
             outcome=body.outcome,
             creator=body.creator,
             session=body.session,
-            event_id=body.id,
+            event_id=body.id or _signed_id(request, platform),
         )
         problem = check_route_event(event, catalog)
         if problem is not None:

@@ -4,7 +4,9 @@ Each event is one JSON line written with a single `write(2)` on an `O_APPEND` de
 while holding an exclusive `flock`, so concurrent writers (threads or processes, several
 server workers) never interleave or leave partial lines.
 
-Retry-safe: the event id is the idempotency key. `append` returns False, writing
+Retry-safe: the event id, within the platform that sealed it (`auth.platform`; unsealed
+events share one namespace), is the idempotency key, so one platform can neither squat
+another's ids nor learn from a 409 what another logged. `append` returns False, writing
 nothing, when the id is already in the log. Under the lock it first reads whatever other
 writers appended since its last look (from a remembered offset), so the check holds
 across processes and costs only the new bytes. The ids seen are kept in memory (one
@@ -51,10 +53,17 @@ class DuplicateEventError(ValueError):
 
 
 def _digest(event: Mapping[str, Any]) -> str:
-    """What identifies an event's content (not its timestamp or its seal, which a retry
-    changes)."""
+    """What identifies an event's content (not its timestamp or its seal's MAC, which a
+    retry changes)."""
     body = {k: v for k, v in event.items() if k not in ("ts", "auth")}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _key(event: Mapping[str, Any]) -> str:
+    """The idempotency key: the sealing platform (if any) and the event id."""
+    seal = event.get("auth")
+    platform = seal.get("platform") if isinstance(seal, dict) else None
+    return f"{platform if isinstance(platform, str) else ''}/{event['id']}"
 
 
 class LogWriteError(OSError):
@@ -90,7 +99,7 @@ class FeedbackLog:
         check_log_path(self.path)
         self._write = write
         self._lock = threading.Lock()
-        self._seen: dict[str, str] = {}  # event id -> content digest
+        self._seen: dict[str, str] = {}  # platform/event id -> content digest
         self._offset = 0
 
     def _catch_up(self, fd: int) -> None:
@@ -111,13 +120,13 @@ class FeedbackLog:
             except ValueError:
                 continue
             if isinstance(event, dict) and isinstance(event.get("id"), str):
-                self._seen.setdefault(event["id"], _digest(event))
+                self._seen.setdefault(_key(event), _digest(event))
         self._offset += end
 
     def append(self, event: Mapping[str, Any]) -> bool:
         """Write `event` unless its id is already logged; True when it was written."""
         line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        event_id, digest = str(event["id"]), _digest(event)
+        event_id, key, digest = str(event["id"]), _key(event), _digest(event)
         with self._lock:
             fd = self._open()
             try:
@@ -125,7 +134,7 @@ class FeedbackLog:
                 try:
                     self._repair_tail(fd)
                     self._catch_up(fd)
-                    known = self._seen.get(event_id)
+                    known = self._seen.get(key)
                     if known is not None:
                         if known != digest:
                             raise DuplicateEventError(
@@ -134,7 +143,7 @@ class FeedbackLog:
                         return False
                     self._write_whole(fd, line)
                     self._offset = os.fstat(fd).st_size
-                    self._seen[event_id] = digest
+                    self._seen[key] = digest
                     return True
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
@@ -184,8 +193,18 @@ class FeedbackLog:
         chunk = os.pread(fd, size - start, start)
         cut = start + chunk.rfind(b"\n") + 1  # no newline at all: the whole chunk is torn
         torn = os.pread(fd, size - cut, cut)
-        with open(str(self.path) + ".torn", "ab") as f:
-            f.write(torn + b"\n")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        name = str(self.path) + ".torn"
+        try:
+            side = os.open(name, flags, 0o644)  # never through a planted link
+        except OSError as e:
+            raise LogWriteError(e.errno or errno.EIO, f"{name}: {e.strerror}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(side).st_mode):
+                raise LogWriteError(errno.EINVAL, f"{name}: not a regular file")
+            os.write(side, torn + b"\n")
+        finally:
+            os.close(side)
         os.ftruncate(fd, cut)
         os.fsync(fd)
         self._offset = min(self._offset, cut)

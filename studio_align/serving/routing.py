@@ -8,7 +8,7 @@ why, and where the plan came from:
   decision and reason (`low_confidence` or `unfamiliar_request`, thresholds fitted on
   validation and saved with the checkpoint) and the plan's source (`model`,
   `creator_memory`, `population_memory`); the request's `creator` selects that
-  creator's exemplars;
+  creator's exemplars and its `source` (the signing platform) whose creators may vote;
 * any other router (`route` only) answers with its raw confidence and source `model`.
 The server's `abstain_below`, when set, applies on top of either (reason `low_confidence`).
 
@@ -60,12 +60,14 @@ class ModelGate:
         self.lock = threading.Lock()  # also held by the learner while it adds exemplars
 
     def route(self, router: Any, items: list[dict[str, Any]]) -> list[Routed]:
-        """Route `items` (request dicts, optionally with `creator`) in one model call."""
+        """Route `items` (request dicts, optionally with `creator` and `source`) in one model call."""
         requests = [{"text": i["text"], "attachments": i.get("attachments", [])} for i in items]
         with self.lock:
             if can_decide(router):
                 creators = [i.get("creator") for i in items]
-                ds = router.decide(requests, creators=creators, batch_size=len(requests))
+                sources = [i.get("source") for i in items]
+                ds = router.decide(requests, creators=creators, sources=sources,
+                                   batch_size=len(requests))  # fmt: skip
                 return [
                     Routed(d["plan"], _finite(d["confidence"]), router.version, d["reason"],
                            d["source"], decided=True)

@@ -57,8 +57,10 @@ class FeedbackRequest(BaseModel):
     """What the platform saw after routing: the plan proposed and what the creator ran.
 
     `id` is the event id and the idempotency key: posting the same event again (a retry)
-    writes nothing the second time. Without an id the server makes one, and a retry
-    cannot be recognised.
+    writes nothing the second time. Without an id the server makes one: from the
+    signature of a signed post (so a replay after a restart, when the server no longer
+    remembers the signatures it saw, is still written once), else at random (a retry
+    cannot be recognised).
     """
 
     model_config = ConfigDict(extra="forbid")
