@@ -69,3 +69,23 @@ def test_population_votes_come_from_the_askers_source_and_the_checkpoint() -> No
     for i in range(5):
         pooled.add(e, ["audio.speech"], f"q:sock{i}", [], source="q")
     assert pooled.lookup(e, "p:ana", [], source="p") is None
+
+
+def test_survivors_are_exactly_what_adding_everything_leaves() -> None:
+    # the rebuild embeds only `survivors`: they must equal the real sequence's outcome
+    rng = np.random.default_rng(3)
+    mem = ExemplarMemory(capacity=30, per_creator=4, max_source_share=0.4)
+    for i in range(10):  # a checkpoint's own exemplars first
+        mem.add(rng.normal(size=4), [f"b{i}"], f"c{i % 3}", [])
+    entries = [(f"{s}:c{rng.integers(12)}", s) for s in rng.choice(["p", "q", "r"], 300)]
+    keep = mem.survivors(entries)
+    full = mem.with_settings(mem.cfg)
+    for j, (c, s) in enumerate(entries):
+        full.add(rng.normal(size=4), [f"e{j}"], c, [], source=s)
+    left = {full._plans[i][0] for i in full._rows()}
+    expected = {f"b{j}" for j in range(10) if keep[j]} | {
+        f"e{j}" for j in range(len(entries)) if keep[10 + j]
+    }
+    assert left == expected and 0 < len(left) <= 30
+    rebuilt = mem.with_settings(mem.cfg, keep[:10])
+    assert len(rebuilt) == int(keep[:10].sum())

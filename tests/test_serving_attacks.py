@@ -203,6 +203,25 @@ def test_random_ids_from_one_source_cannot_evict_another_sources_exemplars(tmp_p
         assert memory.counts()["sources"] == {PLATFORM: 1, OTHER: 20}
 
 
+def test_a_restart_embeds_only_what_the_memory_keeps(tmp_path) -> None:
+    cfg = _cfg(tmp_path, memory={"capacity": 40, "max_source_share": 0.5},
+               feedback_burst=10_000, creator_feedback_burst=10)  # fmt: skip
+    with TestClient(create_app(cfg, loader=memory_loader)) as client:
+        _ready(client)
+        assert signed_post(client, "/v1/feedback", _fb("ana")).status_code == 200
+        for i in range(120):
+            body = _fb(f"rnd{i}", ["ideogram.text_to_image", "audio.speech"])
+            assert signed_post(client, "/v1/feedback", body, OTHER, OTHER_KEY).status_code == 200
+        before = client.app.state.serve.router.memory.counts()  # type: ignore[attr-defined]
+    with TestClient(create_app(cfg, loader=memory_loader)) as client:  # rebuilt from the log
+        _ready(client)
+        router = client.app.state.serve.router  # type: ignore[attr-defined]
+        assert router.memory.counts() == before == {
+            "exemplars": 21, "creators": 21, "sources": {PLATFORM: 1, OTHER: 20}}  # fmt: skip
+        assert router.embedded < 30  # 21 exemplars and the start's probe: not the log's 121
+        assert _route(client, "ana")["plan"] == ALT
+
+
 def test_unsigned_flood_on_a_keyless_loopback_server_teaches_nothing(tmp_path) -> None:
     cfg = serve_config(tmp_path, warmup=False, feedback_dir=str(tmp_path / "fb"),
                        feedback_burst=10_000, creator_feedback_burst=10)  # fmt: skip

@@ -322,10 +322,31 @@ class ExemplarMemory:
         sim = float(np.mean([sims[i] for i in rows]))
         return MemoryHit(plan, min(sim, 1.0), "population_memory")
 
-    def with_settings(self, settings: MemorySettings) -> ExemplarMemory:
-        """A new memory with `settings` holding these exemplars (oldest first)."""
+    def survivors(self, entries: Sequence[tuple[str | None, str]]) -> np.ndarray:
+        """Which of this memory's exemplars (oldest first) and then of `entries` ((creator,
+        source) per exemplar, in the order they would be added) the bounds would leave if
+        all were added. Eviction depends on creators and sources alone, so this replays it
+        on them, without embeddings: a rebuild embeds only what will stay."""
+        shadow = ExemplarMemory(self.cfg)
+        one = np.ones(1, np.float32)
+        rows = self._rows()
+        for j, i in enumerate(rows):
+            shadow.add(one, (str(j),), self._creators[i] or None, [], source=self._sources[i])
+        for j, (creator, source) in enumerate(entries, start=len(rows)):
+            shadow.add(one, (str(j),), creator, [], source=source)
+        out = np.zeros(len(rows) + len(entries), bool)
+        out[[int(shadow._plans[i][0]) for i in shadow._rows()]] = True
+        return out
+
+    def with_settings(
+        self, settings: MemorySettings, keep: np.ndarray | None = None
+    ) -> ExemplarMemory:
+        """A new memory with `settings` holding these exemplars (oldest first); `keep`
+        (one flag per exemplar, oldest first) holds only those flagged."""
         out = ExemplarMemory(settings)
-        for i in self._rows():
+        for j, i in enumerate(self._rows()):
+            if keep is not None and not keep[j]:
+                continue
             atts = [a for a in self._atts[i].split(",") if a]
             out.add(self._mat[i], self._plans[i], self._creators[i] or None, atts,
                     source=self._sources[i])  # fmt: skip

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from studio_align.router.memory import ExemplarMemory, MemorySettings
 from studio_align.serving.auth import Verifier, creator_key
 
 CHUNK_BYTES = 4 << 20
+Exemplar = tuple[dict[str, Any], list[str], str, str]  # request, plan, creator key, source
 
 
 class Learner:
@@ -55,7 +56,9 @@ class Learner:
 
     def build(self, router: Any) -> int:
         """Give `router` the memory of the whole log (on top of its checkpoint's memory);
-        returns the exemplars added."""
+        returns the exemplars added. Two passes: the first reads who each event is from
+        and asks the memory's bounds which events will stay (`ExemplarMemory.survivors`);
+        the second embeds only those, so a reload costs the memory's size, not the log's."""
         if not self.supports(router):
             return 0
         base = getattr(router, "memory", None)
@@ -63,9 +66,21 @@ class Learner:
             base = (
                 ExemplarMemory(self.settings) if base is None else base.with_settings(self.settings)
             )
-        router.memory = base if base is not None else ExemplarMemory()
-        self.offsets[id(router)] = 0
-        return self.follow(router)
+        base = base if base is not None else ExemplarMemory()
+        entries: list[tuple[str, str]] = []
+        end = 0
+        for events, after in self._chunks(0):
+            entries += [(c, src) for _, _, c, src in self._eligible(router, events)]
+            end = after
+        keep = base.survivors(entries)
+        router.memory = base.with_settings(base.cfg, keep[: len(base)])
+        added, j = 0, len(base)
+        for events, _ in self._chunks(0, stop=end):
+            rows = self._eligible(router, events)
+            flags, j = keep[j : j + len(rows)], j + len(rows)
+            added += self._remember(router, [r for r, f in zip(rows, flags, strict=True) if f])
+        self.offsets[id(router)] = end
+        return added + self.follow(router)
 
     def forget(self, router: Any) -> None:
         self.offsets.pop(id(router), None)
@@ -75,14 +90,25 @@ class Learner:
         if id(router) not in self.offsets:
             return 0
         added = 0
-        while True:
-            events, end = self._read(self.offsets[id(router)])
-            added += self._learn(router, events)
-            if end == self.offsets[id(router)]:
-                return added
+        for events, end in self._chunks(self.offsets[id(router)]):
+            added += self._remember(router, self._eligible(router, events))
             self.offsets[id(router)] = end
+        return added
 
-    def _read(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+    def _chunks(
+        self, offset: int, stop: int | None = None
+    ) -> Iterator[tuple[list[dict[str, Any]], int]]:
+        """The log's complete lines from `offset` (up to `stop`), chunk by chunk, each with
+        the offset after it."""
+        while stop is None or offset < stop:
+            limit = CHUNK_BYTES if stop is None else min(CHUNK_BYTES, stop - offset)
+            events, end = self._read(offset, limit)
+            if end == offset:
+                return
+            yield events, end
+            offset = end
+
+    def _read(self, offset: int, limit: int = CHUNK_BYTES) -> tuple[list[dict[str, Any]], int]:
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
@@ -90,7 +116,7 @@ class Learner:
         try:
             if os.fstat(fd).st_size < offset:  # the log was replaced: nothing to follow
                 return [], offset
-            data = os.pread(fd, CHUNK_BYTES, offset)
+            data = os.pread(fd, limit, offset)
         finally:
             os.close(fd)
         end = data.rfind(b"\n") + 1  # a line still being written is read next time
@@ -104,8 +130,9 @@ class Learner:
                 events.append(event)
         return events, offset + end
 
-    def _learn(self, router: Any, events: list[dict[str, Any]]) -> int:
-        reqs, plans, creators, sources = [], [], [], []
+    def _eligible(self, router: Any, events: list[dict[str, Any]]) -> list[Exemplar]:
+        """The events that teach the memory (module docstring), as exemplars."""
+        out: list[Exemplar] = []
         for e in events:
             if e.get("type") != "route" or e.get("outcome") not in ("accepted", "rerouted"):
                 continue
@@ -120,10 +147,14 @@ class Learner:
             allowed = getattr(router, "plan_allowed", None)
             if allowed is not None and not allowed(plan, req["attachments"]):
                 continue
-            reqs.append(req)
-            plans.append(plan)
-            creators.append(creator_key(platform, creator))
-            sources.append(platform)
+            out.append((req, plan, creator_key(platform, creator), platform))
+        return out
+
+    def _remember(self, router: Any, rows: list[Exemplar]) -> int:
+        """Add `rows` to the router's memory in the batch buckets it was warmed for."""
+        if not rows:
+            return 0
+        reqs, plans, creators, sources = (list(col) for col in zip(*rows, strict=True))
         top = self.buckets[-1]
         n = 0
         for s in range(0, len(reqs), top):
