@@ -189,29 +189,32 @@ def test_a_replayed_signature_is_refused(app_client) -> None:
     assert r.status_code == 403
 
 
+def _small_memory(tmp: Path) -> Any:
+    return _cfg(tmp, memory={"capacity": 40, "max_source_share": 0.5},
+                feedback_burst=10_000, creator_feedback_burst=10)  # fmt: skip
+
+
+def _ana_then_a_rival_flood(client: TestClient) -> None:
+    """acme's `ana` re-routes once, then the rival posts 120 exemplars of random creators."""
+    _ready(client)
+    assert signed_post(client, "/v1/feedback", _fb("ana")).status_code == 200
+    for i in range(120):
+        body = _fb(f"rnd{i}", ["ideogram.text_to_image", "audio.speech"])
+        assert signed_post(client, "/v1/feedback", body, OTHER, OTHER_KEY).status_code == 200
+
+
 def test_random_ids_from_one_source_cannot_evict_another_sources_exemplars(tmp_path) -> None:
-    cfg = _cfg(tmp_path, memory={"capacity": 40, "max_source_share": 0.5},
-               feedback_burst=10_000, creator_feedback_burst=10)  # fmt: skip
-    with TestClient(create_app(cfg, loader=memory_loader)) as client:
-        _ready(client)
-        assert signed_post(client, "/v1/feedback", _fb("ana")).status_code == 200
-        for i in range(120):
-            body = _fb(f"rnd{i}", ["ideogram.text_to_image", "audio.speech"])
-            assert signed_post(client, "/v1/feedback", body, OTHER, OTHER_KEY).status_code == 200
+    with TestClient(create_app(_small_memory(tmp_path), loader=memory_loader)) as client:
+        _ana_then_a_rival_flood(client)
         assert _route(client, "ana")["plan"] == ALT  # acme's creator keeps her correction
         memory = client.app.state.serve.router.memory  # type: ignore[attr-defined]
         assert memory.counts()["sources"] == {PLATFORM: 1, OTHER: 20}
 
 
 def test_a_restart_embeds_only_what_the_memory_keeps(tmp_path) -> None:
-    cfg = _cfg(tmp_path, memory={"capacity": 40, "max_source_share": 0.5},
-               feedback_burst=10_000, creator_feedback_burst=10)  # fmt: skip
+    cfg = _small_memory(tmp_path)
     with TestClient(create_app(cfg, loader=memory_loader)) as client:
-        _ready(client)
-        assert signed_post(client, "/v1/feedback", _fb("ana")).status_code == 200
-        for i in range(120):
-            body = _fb(f"rnd{i}", ["ideogram.text_to_image", "audio.speech"])
-            assert signed_post(client, "/v1/feedback", body, OTHER, OTHER_KEY).status_code == 200
+        _ana_then_a_rival_flood(client)
         before = client.app.state.serve.router.memory.counts()  # type: ignore[attr-defined]
     with TestClient(create_app(cfg, loader=memory_loader)) as client:  # rebuilt from the log
         _ready(client)
