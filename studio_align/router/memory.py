@@ -322,13 +322,16 @@ class ExemplarMemory:
         sim = float(np.mean([sims[i] for i in rows]))
         return MemoryHit(plan, min(sim, 1.0), "population_memory")
 
-    def survivors(self, entries: Sequence[tuple[str | None, str]]) -> np.ndarray:
+    def survivors(
+        self, entries: Sequence[tuple[str | None, str]], settings: MemorySettings | None = None
+    ) -> np.ndarray:
         """Which of this memory's exemplars (oldest first) and then of `entries` ((creator,
-        source) per exemplar, in the order they would be added) the bounds would leave if
-        all were added. Eviction depends on creators and sources alone, so this replays it
-        on them, without embeddings: a rebuild embeds only what will stay."""
-        shadow = ExemplarMemory(self.cfg)
-        one = np.ones(1, np.float32)
+        source) per exemplar, in the order they would be added) the bounds of `settings`
+        (default: this memory's) would leave if all were added. Eviction depends on
+        creators and sources alone, so this replays it on them, without embeddings: a
+        rebuild embeds only what will stay."""
+        shadow = ExemplarMemory(settings if settings is not None else self.cfg)
+        one = np.ones(1, np.float32)  # each shadow row's plan is its index, to read back
         rows = self._rows()
         for j, i in enumerate(rows):
             shadow.add(one, (str(j),), self._creators[i] or None, [], source=self._sources[i])

@@ -85,6 +85,20 @@ def check_log_path(path: Path) -> None:
         raise ConfigError(f"feedback_log: {path.parent} is not a folder")
 
 
+def _open_regular(name: str, access: int) -> int:
+    """`name` opened for appending (created if missing), never through a symbolic link and
+    only as a regular file; a `LogWriteError` naming it otherwise."""
+    flags = access | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(name, flags, 0o644)
+    except OSError as e:
+        raise LogWriteError(e.errno or errno.EIO, f"{name}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LogWriteError(errno.EINVAL, f"{name}: not a regular file")
+    return fd
+
+
 class FeedbackLog:
     def __init__(self, path: str | Path, *, write: Writer = os.write) -> None:
         """`write`: the `os.write` to use (a test injects a failing one)."""
@@ -151,15 +165,7 @@ class FeedbackLog:
                 os.close(fd)
 
     def _open(self) -> int:
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-        try:
-            fd = os.open(self.path, flags, 0o644)
-        except OSError as e:
-            raise LogWriteError(e.errno or errno.EIO, f"{self.path}: {e.strerror}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise LogWriteError(errno.EINVAL, f"{self.path}: not a regular file")
-        return fd
+        return _open_regular(str(self.path), os.O_RDWR)
 
     def _write_whole(self, fd: int, line: bytes) -> None:
         """Write `line` and fsync it, or roll the file back to its size before and raise."""
@@ -193,15 +199,8 @@ class FeedbackLog:
         chunk = os.pread(fd, size - start, start)
         cut = start + chunk.rfind(b"\n") + 1  # no newline at all: the whole chunk is torn
         torn = os.pread(fd, size - cut, cut)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-        name = str(self.path) + ".torn"
+        side = _open_regular(str(self.path) + ".torn", os.O_WRONLY)
         try:
-            side = os.open(name, flags, 0o644)  # never through a planted link
-        except OSError as e:
-            raise LogWriteError(e.errno or errno.EIO, f"{name}: {e.strerror}") from None
-        try:
-            if not stat.S_ISREG(os.fstat(side).st_mode):
-                raise LogWriteError(errno.EINVAL, f"{name}: not a regular file")
             os.write(side, torn + b"\n")
         finally:
             os.close(side)

@@ -62,18 +62,16 @@ class Learner:
         if not self.supports(router):
             return 0
         base = getattr(router, "memory", None)
-        if self.settings is not None:
-            base = (
-                ExemplarMemory(self.settings) if base is None else base.with_settings(self.settings)
-            )
-        base = base if base is not None else ExemplarMemory()
+        if base is None:
+            base = ExemplarMemory(self.settings)
+        settings = self.settings if self.settings is not None else base.cfg
         entries: list[tuple[str, str]] = []
         end = 0
         for events, after in self._chunks(0):
             entries += [(c, src) for _, _, c, src in self._eligible(router, events)]
             end = after
-        keep = base.survivors(entries)
-        router.memory = base.with_settings(base.cfg, keep[: len(base)])
+        keep = base.survivors(entries, settings)
+        router.memory = base.with_settings(settings, keep[: len(base)])
         added, j = 0, len(base)
         for events, _ in self._chunks(0, stop=end):
             rows = self._eligible(router, events)
