@@ -24,6 +24,16 @@ def test_generate_writes_pngs_from_the_packaged_base(tmp_path):
     assert len(files) == 3 and Image.open(files[0]).size == (32, 32)
 
 
+def test_the_packaged_64x64_base_draws_64x64_pngs(tmp_path):
+    out = tmp_path / "png"
+    args = ["generate", "--checkpoint", "base64", "--tags", "storyboard: close-up",
+            "--n", "2", "--steps", "2", "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    files = sorted(out.glob("*.png"))
+    assert len(files) == 2 and Image.open(files[0]).size == (64, 64)
+
+
 def test_generate_rejects_an_unknown_tag_in_one_line(tmp_path):
     args = ["generate", "--checkpoint", "base", "--tags", "storyboard: sunset",
             "--out", str(tmp_path)]  # fmt: skip

@@ -5,7 +5,7 @@ NNX state paths joined with dots (`blocks.0.attn.query.kernel`); the metadata ho
 `flow_arch` (the architecture's name in `ARCHITECTURES`; absent = `dit`), `flow_config`
 (JSON of its config) and free-form provenance (`trained_by`, metrics). The pretrained
 base ships as package data, and every function that takes a checkpoint path also takes
-its name (`PACKAGED`): `base` (32x32, `BASE_WEIGHTS`).
+its name (`PACKAGED`): `base` (32x32, `BASE_WEIGHTS`) and `base64` (64x64, `BASE64_WEIGHTS`).
 
 Any `models.flow_protocol.FlowModel` can be saved and loaded once its (config class,
 module class) pair is registered under a name: `register_flow_architecture("mine",
@@ -32,7 +32,8 @@ from studio_align.models.flow_unet import FlowUNet, UNetConfig
 from studio_align.models.safetensors_io import SafetensorsFile, save_safetensors
 
 BASE_WEIGHTS = Path(__file__).parent / "weights" / "base.safetensors"
-PACKAGED = {"base": BASE_WEIGHTS}
+BASE64_WEIGHTS = Path(__file__).parent / "weights" / "base64.safetensors"
+PACKAGED = {"base": BASE_WEIGHTS, "base64": BASE64_WEIGHTS}
 FILE = "model.safetensors"
 
 # architecture name -> (config class, module class)
