@@ -14,24 +14,16 @@ from studio_align.verticals.flow.checkpoint import load_flow
 pytestmark = pytest.mark.slow
 
 
-def test_generate_writes_pngs_from_the_packaged_base(tmp_path):
+@pytest.mark.parametrize(("name", "tags", "size"), [
+    ("base", "product: lifestyle, top-down", 32), ("base64", "storyboard: close-up", 64)])  # fmt: skip
+def test_generate_writes_pngs_from_a_packaged_base(tmp_path, name, tags, size):
     out = tmp_path / "png"
-    args = ["generate", "--checkpoint", "base", "--tags", "product: lifestyle, top-down",
-            "--n", "3", "--steps", "2", "--out", str(out)]  # fmt: skip
+    args = ["generate", "--checkpoint", name, "--tags", tags, "--n", "2", "--steps", "2",
+            "--out", str(out)]  # fmt: skip
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     files = sorted(out.glob("*.png"))
-    assert len(files) == 3 and Image.open(files[0]).size == (32, 32)
-
-
-def test_the_packaged_64x64_base_draws_64x64_pngs(tmp_path):
-    out = tmp_path / "png"
-    args = ["generate", "--checkpoint", "base64", "--tags", "storyboard: close-up",
-            "--n", "2", "--steps", "2", "--out", str(out)]  # fmt: skip
-    res = CliRunner().invoke(main, args)
-    assert res.exit_code == 0, res.output
-    files = sorted(out.glob("*.png"))
-    assert len(files) == 2 and Image.open(files[0]).size == (64, 64)
+    assert len(files) == 2 and Image.open(files[0]).size == (size, size)
 
 
 def test_generate_rejects_an_unknown_tag_in_one_line(tmp_path):
