@@ -167,3 +167,13 @@ def test_old_keys_stop_both_commands_in_one_line(tmp_path: Path) -> None:
         assert needle in output and "Traceback" not in output, output
         assert len(lines) == 1, output
     assert not (tmp_path / "q").exists() and not (tmp_path / "o").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("cls", [QuickstartConfig, FromLogsConfig])
+@pytest.mark.parametrize("key", ["batch_size", "eval_batch_size"])
+def test_a_zero_batch_is_refused_before_anything_trains(
+    cls: type[RouterSettings], key: str
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        _settings(cls, f"{key}=0")
+    assert key in str(e.value) and "\n" not in str(e.value)
