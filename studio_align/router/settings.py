@@ -197,7 +197,8 @@ class RouterSettings(Strict):
     train_encoder: bool = True
     # examples per DPO and KTO step (SFT's: sft.batch_size; GRPO's: grpo.prompts_per_step)
     batch_size: int = Field(32, ge=1)
-    eval_batch_size: int = Field(128, ge=1)  # requests per batch when calibrating, evaluating and reporting
+    # requests per batch when calibrating, evaluating and reporting
+    eval_batch_size: int = Field(128, ge=1)
     preference: Literal["dpo", "kto", "dpo+kto", "none"] = "dpo"
     # each preference stage delivers w * tuned + (1 - w) * SFT weights (WiSE-FT; 1 = off);
     # measured effect of 0.7: DPO and GRPO forget at most 2 points on held-out phrasings of
