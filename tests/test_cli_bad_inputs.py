@@ -151,6 +151,18 @@ def _corrupt_ckpt_meta(env: Env) -> list[str]:
     return ["train", "sft", "--config", str(env.toml(d))]
 
 
+def _corrupt_ckpt_arrays(env: Env) -> list[str]:
+    """A real step-2 checkpoint whose array files are cut short: orbax abandons the other
+    reads, which used to print hundreds of lines of tracebacks after the one error."""
+    d = env.scratch()
+    made = run_cli(_sft(env, "checkpoint.every=2", run_dir=d / "run"), env.base)
+    assert made.returncode == 0, made.stderr
+    for f in (d / "run" / "checkpoints" / "2" / "params").rglob("*"):
+        if f.is_file() and f.parent.name == "d":
+            f.write_bytes(f.read_bytes()[:10])
+    return _sft(env, "train.steps=4", run_dir=d / "run")
+
+
 def _bundle(env: Env, name: str, corrupt: Callable[[Path], None]) -> Path:
     ck = env.router_copy(f"{name}-{env.n}")
     env.n += 1
@@ -321,6 +333,7 @@ CASES: dict[str, Case] = {
     "sft data.train missing": lambda e: _sft_data(e, "data.train", lambda d: d / "none.jsonl"),
     "sft data.heldout not utf-8": lambda e: _sft_data(e, "data.heldout", _non_utf8),
     "sft corrupt checkpoint meta": _corrupt_ckpt_meta,
+    "sft corrupt checkpoint arrays": _corrupt_ckpt_arrays,
     "sft run_dir is a device file": lambda e: _sft(e, run_dir=Path("/dev/full")),
     "sft run_dir on a read-only disk": lambda e: _sft(e, run_dir=e.mount("ro") / "run"),
     "sft run_dir on a full disk": lambda e: _sft(e, run_dir=e.mount("full") / "run"),

@@ -26,6 +26,7 @@ import contextlib
 import errno
 import logging
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -117,10 +118,13 @@ class Checkpointer:
             if s != step:
                 log.warning("resuming from step %d, the newest checkpoint that restores", s)
             return out
-        raise CheckpointError(
-            "no checkpoint could be restored: " + "; ".join(problems)
-            + " (remove the checkpoint folder to start afresh)"
-        )  # fmt: skip
+        left = [s for s in candidates if (self.directory / str(s)).exists()]
+        advice = (
+            f"remove {self.directory} to start afresh"
+            if left
+            else "each is kept as <step>.corrupt; running again starts afresh"
+        )
+        raise CheckpointError(f"no checkpoint could be restored: {'; '.join(problems)} ({advice})")
 
     def _set_aside(self, step: int) -> None:
         """Rename a corrupt step folder to `<step>.corrupt` (orbax ignores that name)."""
@@ -150,9 +154,7 @@ class Checkpointer:
             if not isinstance(meta.get("record"), dict):
                 raise ValueError("its JSON record has no run record")
         except Exception as e:  # orbax raises many types for unreadable files
-            raise _Unreadable(
-                f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            ) from e
+            raise _Unreadable(_first_line(e)) from e
         targets: dict[str, Any] = {}
         layouts: dict[str, Any] = {}
         for name, tree in like.items():
@@ -182,8 +184,8 @@ class Checkpointer:
         try:
             restored = self._mgr.restore(step, args=ocp.args.Composite(**args))
         except Exception as e:
-            first = str(e).splitlines()[0][:200] if str(e) else ""
-            raise _Unreadable(f"{type(e).__name__}: {first}") from e
+            _leftovers_to_debug_log()
+            raise _Unreadable(_first_line(e)) from e
         out: dict[str, Any] = {}
         for name, (treedef, leaves) in layouts.items():
             got = restored[name] if leaves else {}
@@ -224,6 +226,57 @@ class Checkpointer:
                     raise OSError(code, os.strerror(code), str(self.directory)) from None
             first = text.splitlines()[0][:200] if text else type(e).__name__
             raise CheckpointError(f"{self.directory}: {what} failed: {first}") from e
+
+
+def _first_line(e: BaseException) -> str:
+    """`Type: first line` of an orbax/tensorstore error, without the store spec it appends."""
+    text = str(e).splitlines()[0] if str(e) else ""
+    text = text.split(" See full TensorStore details")[0]
+    return f"{type(e).__name__}: {text[:200]}"
+
+
+def _orbax_leftover(exc: BaseException | None, obj: Any = None) -> bool:
+    """Whether an error comes from the reads orbax abandoned when one leaf failed."""
+    if isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc):
+        return True
+    code = getattr(obj, "cr_code", None)
+    if code is not None and "/orbax/" in code.co_filename:
+        return True
+    tb = exc.__traceback__ if exc is not None else None
+    while tb is not None:
+        if "/orbax/" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _leftovers_to_debug_log() -> None:
+    """Send to the debug log the tracebacks that a failed array read leaves behind.
+
+    When one leaf cannot be read, orbax abandons the other reads: their callbacks fail
+    on a closed event loop in tensorstore's threads (some after `restore` has returned),
+    and their coroutines are dropped with the same exception. Python prints each to
+    stderr, hundreds of lines, although `restore` reports the failure once. The hooks
+    installed here log those at debug level and pass every other error on unchanged.
+    """
+    if getattr(sys.excepthook, "_orbax_leftovers", False):
+        return
+    old_except, old_unraisable = sys.excepthook, sys.unraisablehook
+
+    def excepthook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if _orbax_leftover(exc):
+            log.debug("after a failed checkpoint read: %s: %s", kind.__name__, exc)
+        else:
+            old_except(kind, exc, tb)
+
+    def unraisablehook(u: Any) -> None:
+        if _orbax_leftover(u.exc_value, u.object):
+            log.debug("after a failed checkpoint read: %r", u.exc_value)
+        else:
+            old_unraisable(u)
+
+    excepthook._orbax_leftovers = True  # type: ignore[attr-defined]
+    sys.excepthook, sys.unraisablehook = excepthook, unraisablehook
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:
