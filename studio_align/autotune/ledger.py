@@ -26,6 +26,7 @@ from typing import Any
 
 from studio_align.errors import StudioAlignError
 from studio_align.jsonsafe import json_safe
+from studio_align.textfiles import read_text
 
 LEDGER = "ledger.jsonl"
 RESULTS = "results.tsv"
@@ -56,22 +57,59 @@ class Ledger:
         """All events; a torn last line (the loop killed mid-write) is dropped with a warning."""
         if not self.path.exists():
             return []
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        lines = read_text(self.path, StudioAlignError).splitlines()
         out = []
         for i, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                out.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError as e:
                 if i == len(lines):
                     warnings.warn(f"{self.path}:{i}: dropping torn last line", stacklevel=2)
                     break
                 raise StudioAlignError(f"{self.path}:{i}: corrupt ledger line: {e}") from e
+            problem = _malformed(record)
+            if problem:
+                raise StudioAlignError(f"{self.path}:{i}: corrupt ledger line: {problem}")
+            out.append(record)
         return out
 
     def of_kind(self, kind: str) -> Iterator[dict[str, Any]]:
         return (r for r in self.records() if r["kind"] == kind)
+
+
+_NUMBER = (int, float)
+_OPTIONAL_NUMBER = (int, float, type(None))
+# the keys the loop reads back from each kind of event, and their JSON types
+_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "header": {"name": str, "metric": str, "direction": str},
+    "propose": {"trial": int, "config": dict},
+    "run": {"trial": int, "seed": int, "split": str, "status": str, "value": _OPTIONAL_NUMBER},
+    "trial": {"trial": int, "status": str, "config": dict, "values": list, "seeds": list,
+              "mean": _OPTIONAL_NUMBER, "std": _OPTIONAL_NUMBER},
+    "confirm": {"trial": int, "seeds": list, "values": list},
+}  # fmt: skip
+
+
+def _malformed(record: Any) -> str:
+    """What is wrong with one ledger event, or "" (the loop would fail on it much later)."""
+    if not isinstance(record, dict):
+        return f"an event is a JSON object, not {type(record).__name__}"
+    kind = record.get("kind")
+    if kind not in _FIELDS:
+        return f"kind {kind!r} is not one of {', '.join(_FIELDS)}"
+    for key, types in _FIELDS[kind].items():
+        if key not in record:
+            return f"a {kind} event without {key!r}"
+        value = record[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"{kind} {key!r} is {value!r}, of the wrong type"
+    if kind in ("trial", "confirm"):
+        numbers = [v for v in record["values"] if isinstance(v, bool) or not isinstance(v, _NUMBER)]
+        if numbers:
+            return f"{kind} values hold {numbers[0]!r}, not a number"
+    return ""
 
 
 def write_results_tsv(out: str | Path, trials: list[dict[str, Any]]) -> Path:

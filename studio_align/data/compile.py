@@ -60,6 +60,7 @@ from studio_align.data.schemas import (
 )
 from studio_align.data.split import SPLITS, assign_split, group_key
 from studio_align.errors import DataError
+from studio_align.textfiles import read_json_object
 
 RECORD_NAMES: tuple[str, ...] = tuple(RECORD_MODELS)
 MANIFEST = "manifest.json"
@@ -286,11 +287,9 @@ def load_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The manifest of a compiled directory (checks its format)."""
     path = Path(out_dir) / MANIFEST
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = read_json_object(path, DataError)
     except FileNotFoundError:
         raise DataError(f"{path}: not a compiled-logs directory (no {MANIFEST})") from None
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}: {e}") from None
     if manifest.get("format") != FORMAT:
         raise DataError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
     return manifest

@@ -20,12 +20,12 @@ default/linear, an untied output head.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from studio_align.errors import ModelLoadError
 from studio_align.models.config import ModelConfig
+from studio_align.textfiles import read_json_object
 
 SUPPORTED_MODEL_TYPES = ("gemma3_text", "gemma3")
 _ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh", "gelu_new", "gelu_fast")
@@ -36,10 +36,7 @@ def read_hf_config(directory: str | Path) -> dict[str, Any]:
     f = Path(directory) / "config.json"
     if not f.exists():
         raise ModelLoadError(f"{directory}: no config.json (not a Hugging Face model directory)")
-    try:
-        raw = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelLoadError(f"{f}: invalid JSON ({e})") from e
+    raw = read_json_object(f, ModelLoadError)
     model_type = raw.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelLoadError(
@@ -106,6 +103,15 @@ def to_model_config(
     where: str = "config.json",
 ) -> ModelConfig:
     """`ModelConfig` equivalent to a Gemma 3 text config (see the module docstring)."""
+    try:
+        return _to_model_config(hf, dtype=dtype, param_dtype=param_dtype, where=where)
+    except (TypeError, ValueError) as e:  # a field of the wrong type ("big", null) or value
+        raise ModelLoadError(f"{where}: invalid value ({e})") from None
+
+
+def _to_model_config(
+    hf: dict[str, Any], *, dtype: str, param_dtype: str | None, where: str
+) -> ModelConfig:
     if hf.get("model_type", "gemma3_text") != "gemma3_text":
         raise ModelLoadError(f"{where}: model_type {hf.get('model_type')!r} is not gemma3_text")
     if hf.get("use_bidirectional_attention"):

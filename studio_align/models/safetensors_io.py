@@ -47,19 +47,46 @@ class SafetensorsFile:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         try:
+            size = self.path.stat().st_size
             with open(self.path, "rb") as f:
                 (n,) = struct.unpack("<Q", f.read(8))
+                if n > size - 8:  # not safetensors, or cut short: never read a bogus length
+                    raise ValueError(f"header length {n} exceeds the file's {size} bytes")
                 header = json.loads(f.read(n))
-        except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError) as e:
+            if not isinstance(header, dict):
+                raise ValueError("the header is not a JSON object")
+        except (OSError, struct.error, ValueError) as e:
             raise ModelLoadError(f"{self.path}: not a readable safetensors file ({e})") from e
-        self.metadata: dict[str, str] = header.pop("__metadata__", None) or {}
+        metadata = header.pop("__metadata__", None) or {}
+        if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+            raise ModelLoadError(f"{self.path}: __metadata__ is not a map of strings")
+        self.metadata: dict[str, str] = metadata
         self._header: dict[str, dict[str, Any]] = header
         self._base = 8 + n
         for name, info in header.items():
-            if info.get("dtype") not in _DTYPES:
-                raise ModelLoadError(
-                    f"{self.path}: tensor {name} has unsupported dtype {info.get('dtype')!r}"
-                )
+            self._check(name, info, size - self._base)
+
+    def _check(self, name: str, info: Any, data_bytes: int) -> None:
+        """Refuse a tensor entry that is malformed or points past the end of the file."""
+        at = f"{self.path}: tensor {name}"
+        if not isinstance(info, dict) or info.get("dtype") not in _DTYPES:
+            dtype = info.get("dtype") if isinstance(info, dict) else info
+            raise ModelLoadError(f"{at} has unsupported dtype {dtype!r}")
+        shape, offsets = info.get("shape"), info.get("data_offsets")
+        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+            raise ModelLoadError(f"{at}: shape {shape!r} is not a list of sizes")
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1]
+        ):
+            raise ModelLoadError(f"{at}: data_offsets {offsets!r} are not [start, end]")
+        if offsets[1] > data_bytes:
+            raise ModelLoadError(
+                f"{at} ends at byte {offsets[1]} of the data, which has {data_bytes} "
+                "(the file is truncated)"
+            )
 
     @property
     def names(self) -> list[str]:
@@ -92,9 +119,13 @@ class SafetensorsDir(Mapping[str, np.ndarray]):
         index = d / "model.safetensors.index.json"
         if index.exists():
             try:
-                weight_map: dict[str, str] = json.loads(index.read_text("utf-8"))["weight_map"]
-            except (OSError, json.JSONDecodeError, KeyError) as e:
-                raise ModelLoadError(f"{index}: invalid index ({e})") from e
+                weight_map = json.loads(index.read_text("utf-8"))["weight_map"]
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise ModelLoadError(f"{index}: invalid index ({type(e).__name__}: {e})") from e
+            if not isinstance(weight_map, dict) or not all(
+                isinstance(v, str) for v in weight_map.values()
+            ):
+                raise ModelLoadError(f"{index}: weight_map is not a map of tensor -> file name")
             files = sorted(set(weight_map.values()))
             missing = [f for f in files if not (d / f).exists()]
             if missing:

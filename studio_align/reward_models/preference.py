@@ -22,6 +22,7 @@ quality-gate verdict, which `load_preference_model(..., require_gate=True)` enfo
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import numpy as np
 from flax import nnx
 
 from studio_align.errors import CheckpointError, QualityGateError
+from studio_align.textfiles import read_json_object
 
 
 class Stat(nnx.Variable):
@@ -193,25 +195,36 @@ def load_preference_model(
 ) -> tuple[PreferenceModel, dict[str, Any]]:
     """Load a saved model; with `require_gate` a model that failed its gate is refused."""
     p = Path(path)
+    meta_file, weights_file = p / "meta.json", p / "weights.npz"
     try:
-        meta = json.loads((p / "meta.json").read_text())
-        arrays = np.load(p / "weights.npz")
+        meta = read_json_object(meta_file, CheckpointError)
+        arrays = np.load(weights_file)
     except FileNotFoundError as e:
         raise CheckpointError(
             f"{p}: not a preference model directory ({e.filename} missing)"
         ) from None
+    except (ValueError, zipfile.BadZipFile) as e:  # truncated, or not an .npz
+        raise CheckpointError(f"{weights_file}: unreadable ({e})") from None
     if meta.get("format") != "studio-align/preference-model":
-        raise CheckpointError(f"{p}/meta.json: not a studio-align preference model")
-    model = PreferenceModel(
-        int(meta["dim"]),
-        hidden=int(meta["hidden"]),
-        creators=meta["creators"],
-        ratings=bool(meta.get("ratings", False)),
-        rngs=nnx.Rngs(0),
-    )
+        raise CheckpointError(f"{meta_file}: not a studio-align preference model")
+    try:
+        model = PreferenceModel(
+            int(meta["dim"]),
+            hidden=int(meta["hidden"]),
+            creators=[str(c) for c in meta["creators"]],
+            ratings=bool(meta.get("ratings", False)),
+            rngs=nnx.Rngs(0),
+        )
+    except KeyError as e:
+        raise CheckpointError(f"{meta_file}: missing key {e.args[0]!r}") from None
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{meta_file}: invalid value ({e})") from None
     state = nnx.state(model)
     leaves, treedef = jax.tree.flatten(state)
-    loaded = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+    try:
+        loaded = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile) as e:
+        raise CheckpointError(f"{weights_file}: unreadable ({e})") from None
     if len(loaded) != len(leaves) or any(
         a.shape != b.shape for a, b in zip(loaded, leaves, strict=True)
     ):

@@ -78,6 +78,7 @@ from studio_align.router.format import (
 from studio_align.router.grammar import PlanGrammar, compile_grammar
 from studio_align.router.memory import MEMORY_FILE, ExemplarMemory
 from studio_align.router.warm import warm_router
+from studio_align.textfiles import read_json_object
 
 ROUTER_FILE = "router.json"
 
@@ -128,11 +129,14 @@ def load_router_meta(path: str | Path) -> dict[str, Any]:
         )
     if not f.exists():
         raise CheckpointError(f"{path}: not a router checkpoint (no {ROUTER_FILE})")
+    meta = read_json_object(f, CheckpointError)
     try:
-        meta = json.loads(f.read_text(encoding="utf-8"))
         meta["catalog_obj"] = catalog_from_json(meta["catalog"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-        raise CheckpointError(f"{f}: invalid router metadata ({e})") from e
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{f}: invalid router metadata ({type(e).__name__}: {e})") from e
+    steps = meta.get("max_steps")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise CheckpointError(f"{f}: max_steps {steps!r} is not a positive integer")
     return meta
 
 
@@ -239,12 +243,14 @@ class Router:
         else:
             bundle = load_model_bundle(path)
             model, tok = bundle.model, bundle.tokenizer
+        if tok is None:
+            raise CheckpointError(f"{d}: a router checkpoint needs its tokenizer.json")
         version = kwargs.pop("version", None) or meta.get("version") or Path(path).name
         router = cls(
             model,
             tok,
             meta["catalog_obj"],
-            max_steps=int(meta["max_steps"]),
+            max_steps=meta["max_steps"],
             version=version,
             **kwargs,
         )

@@ -95,18 +95,28 @@ def load_flow(path: str | Path = BASE_WEIGHTS) -> tuple[Any, dict[str, Any]]:
     raw = f.metadata or {}
     if "flow_config" not in raw:
         raise CheckpointError(f"{p}: safetensors metadata has no flow_config")
-    meta = {k: json.loads(v) for k, v in raw.items()}
+    meta: dict[str, Any] = {}
+    for k, v in raw.items():
+        try:
+            meta[k] = json.loads(v)
+        except ValueError:
+            raise CheckpointError(f"{p}: metadata {k!r} is not JSON: {v[:80]!r}") from None
     arch = meta.get("flow_arch", "dit")
     if arch not in ARCHITECTURES:
         raise CheckpointError(
             f"{p}: flow_arch {arch!r} is not registered (known: {', '.join(ARCHITECTURES)})"
         )
     config_cls, model_cls = ARCHITECTURES[arch]
+    stored = meta["flow_config"]
     try:
-        cfg = config_cls(**meta["flow_config"])
-    except TypeError as e:
-        raise CheckpointError(f"{p}: flow_config does not fit {config_cls.__name__}: {e}") from None
-    model = model_cls(cfg, rngs=nnx.Rngs(0))
+        if not isinstance(stored, dict):
+            raise TypeError(f"{stored!r} is not a JSON object")
+        model = model_cls(config_cls(**stored), rngs=nnx.Rngs(0))
+    except (TypeError, ValueError) as e:  # an unknown key, or a value of the wrong type
+        raise CheckpointError(
+            f"{p}: flow_config does not build a {model_cls.__name__} "
+            f"({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+        ) from None
     flat = _flat(model)
     missing = sorted(set(flat) - set(f.names))
     if missing:

@@ -29,6 +29,7 @@ from studio_align.config import Strict
 from studio_align.errors import DataError
 from studio_align.models.flow import FlowConfig, FlowDiT, param_count
 from studio_align.models.flow_unet import FlowUNet, UNetConfig
+from studio_align.textfiles import read_text
 from studio_align.training.distributed import is_main_process, maybe_initialize, replicated
 from studio_align.training.loop import TrainRunConfig, train_loop
 from studio_align.training.supervised import supervised
@@ -95,15 +96,21 @@ def read_manifest(path: str | Path, size: int) -> tuple[np.ndarray, np.ndarray, 
     if not p.is_file():
         raise DataError(f"{path}: no manifest (a JSONL file or a folder with manifest.jsonl)")
     images, verts, tags = [], [], []
-    for i, line in enumerate(p.read_text().splitlines(), 1):
+    for i, line in enumerate(read_text(p).splitlines(), 1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{p}:{i}: invalid JSON ({e})") from None
+        problem = _malformed_entry(rec)
+        if problem:
+            raise DataError(f"{p}:{i}: {problem}")
+        try:
             v, hot = encode(rec["vertical"], rec.get("tags", []))
             with Image.open(p.parent / rec["image"]) as im:
                 rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
-        except (json.JSONDecodeError, KeyError, OSError, Exception) as e:
+        except Exception as e:  # an unknown tag, a missing or undecodable image
             raise DataError(f"{p}:{i}: {type(e).__name__}: {e}") from None
         images.append(np.asarray(rgb, np.uint8))
         verts.append(v)
@@ -111,6 +118,19 @@ def read_manifest(path: str | Path, size: int) -> tuple[np.ndarray, np.ndarray, 
     if not images:
         raise DataError(f"{p}: the manifest lists no images")
     return np.stack(images), np.asarray(verts, np.int32), np.stack(tags)
+
+
+def _malformed_entry(rec: Any) -> str:
+    """What is wrong with one manifest entry's shape, or "" (its values are checked on use)."""
+    if not isinstance(rec, dict):
+        return f"an entry is a JSON object, not {type(rec).__name__}"
+    for key in ("image", "vertical"):
+        if not isinstance(rec.get(key), str):
+            return f"{key!r} must be a string, got {rec.get(key)!r}"
+    tags = rec.get("tags", [])
+    if not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        return f"'tags' must be a list of strings, got {tags!r}"
+    return ""
 
 
 def load_data(cfg: FlowPretrainConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

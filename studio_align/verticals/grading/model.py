@@ -17,6 +17,7 @@ mismatch between the two is a `CheckpointError`, not a silent partial load.
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from flax import nnx
 from studio_align.errors import CheckpointError
 from studio_align.reward_models.color_stats import FEATURE_DIM, color_features
 from studio_align.reward_models.images import as_rgb_image
+from studio_align.textfiles import read_json_object
 from studio_align.verticals.grading.policy import REQUEST_DIM, GradingPolicy, request_features
 from studio_align.verticals.grading.renderer import PARAM_NAMES
 
@@ -140,33 +142,45 @@ class GradingModel:
     @classmethod
     def load(cls, path: str | Path) -> GradingModel:
         p = Path(path)
+        meta_file, policy_file = p / "grading.json", p / "policy.npz"
         try:
-            meta = json.loads((p / "grading.json").read_text())
-            arrays = np.load(p / "policy.npz")
+            meta = read_json_object(meta_file, CheckpointError)
+            arrays = np.load(policy_file)
         except FileNotFoundError as e:
             raise CheckpointError(
                 f"{p}: not a grading model ({Path(e.filename).name} missing; "
                 "expected the model/ directory that `studio-align train grading` writes)"
             ) from None
+        except (ValueError, zipfile.BadZipFile) as e:  # truncated, or not an .npz
+            raise CheckpointError(f"{policy_file}: unreadable ({e})") from None
         if meta.get("format") != FORMAT:
-            raise CheckpointError(f"{p}/grading.json: not a studio-align grading model")
+            raise CheckpointError(f"{meta_file}: not a studio-align grading model")
         if meta.get("params") != list(PARAM_NAMES):
-            raise CheckpointError(f"{p}: trained for grading parameters {meta.get('params')}")
-        model = cls.create(
-            meta["creators"],
-            hidden=int(meta["hidden"]),
-            thumbnail=int(meta["thumbnail"]),
-            style_dim=int(meta["style_dim"]),
-        )
+            raise CheckpointError(
+                f"{meta_file}: params {meta.get('params')!r} are not this version's grading "
+                f"parameters {list(PARAM_NAMES)}"
+            )
+        try:
+            model = cls.create(
+                [str(c) for c in meta["creators"]],
+                hidden=int(meta["hidden"]),
+                thumbnail=int(meta["thumbnail"]),
+                style_dim=int(meta["style_dim"]),
+            )
+        except KeyError as e:
+            raise CheckpointError(f"{meta_file}: missing key {e.args[0]!r}") from None
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{meta_file}: invalid value ({e})") from None
         state = nnx.state(model.policy)
         leaves, treedef = jax.tree.flatten(state)
-        loaded = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+        try:
+            loaded = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+        except (KeyError, ValueError, OSError, zipfile.BadZipFile) as e:
+            raise CheckpointError(f"{policy_file}: unreadable ({e})") from None
         if len(loaded) != len(leaves) or any(
             a.shape != b.shape for a, b in zip(loaded, leaves, strict=True)
         ):
-            raise CheckpointError(
-                f"{p}/policy.npz: does not match the architecture in grading.json"
-            )
+            raise CheckpointError(f"{policy_file}: does not match the architecture in grading.json")
         nnx.update(model.policy, jax.tree.unflatten(treedef, [jnp.asarray(a) for a in loaded]))
         model.meta = meta
         return model
