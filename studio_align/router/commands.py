@@ -20,9 +20,9 @@ from studio_align.errors import CheckpointError
 from studio_align.jsonsafe import json_safe
 from studio_align.router.checkpoint_calibrate import calibrate_checkpoint
 from studio_align.router.checkpoint_eval import evaluate_checkpoint
-from studio_align.router.ensemble import save_ensemble
+from studio_align.router.ensemble import check_members, save_ensemble
 from studio_align.router.from_logs import FromLogsConfig, train_router_from_logs
-from studio_align.router.router import load_router_meta
+from studio_align.router.router import Router, load_router_meta
 
 
 @click.command("router")
@@ -83,9 +83,14 @@ def ensemble_router(routers: tuple[Path, ...], out: Path) -> None:
     ensemble directory that routes by their mean plan probability; score it with
     `eval router --checkpoint OUT`."""
 
+    if len(routers) < 2:
+        raise CheckpointError("an ensemble needs at least two routers (trained from other seeds)")
+    check_members(routers, out)
     catalogs = [load_router_meta(r)["catalog"] for r in routers]  # one line if not a router
     if any(c != catalogs[0] for c in catalogs):
         raise CheckpointError(f"{routers[0]} and the other routers route over different catalogs")
+    for r in routers:  # a damaged member is refused now, not when the ensemble is first used
+        Router.load(r)
     d = save_ensemble(routers, out)
     click.echo(f"wrote {d}: {len(routers)} members")
 

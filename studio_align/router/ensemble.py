@@ -94,16 +94,34 @@ def member_dirs(path: str | Path) -> list[Path]:
     return out
 
 
+def check_members(members: Sequence[str | Path], out: str | Path) -> None:
+    """Refuse, before anything is written, an ensemble that would be wrong or destroy
+    something: a member given twice, or `out` a member, inside one, holding one, or a
+    folder that already has files in it."""
+    root = Path(out).resolve()
+    seen: dict[Path, Path] = {}
+    for m in members:
+        r = Path(m).resolve()
+        if r in seen:
+            raise CheckpointError(f"{m}: given twice (as {seen[r]}); members must differ")
+        seen[r] = Path(m)
+        if root == r or root.is_relative_to(r) or r.is_relative_to(root):
+            raise CheckpointError(
+                f"--out {out}: overlaps the member {m}; write the ensemble to a new folder"
+            )
+    if root.is_dir() and any(root.iterdir()):
+        raise CheckpointError(f"--out {out}: not empty; write the ensemble to a new folder")
+
+
 def save_ensemble(members: Sequence[str | Path], out: str | Path) -> Path:
-    """Copy router checkpoints `members` into `out` as `m0`, `m1`, ... and write
-    `ensemble.json`."""
+    """Copy router checkpoints `members` into the new folder `out` as `m0`, `m1`, ... and
+    write `ensemble.json` (`check_members` says what is refused)."""
+    check_members(members, out)
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     names = []
     for i, src in enumerate(members):
         name = f"m{i}"
-        if (root / name).exists():
-            shutil.rmtree(root / name)
         shutil.copytree(src, root / name)
         names.append(name)
     save_temperature(root, 1.0, names)

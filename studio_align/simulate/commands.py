@@ -11,10 +11,11 @@ from pathlib import Path
 
 import click
 
+from studio_align.errors import DataError
 from studio_align.simulate.flow.creators import CREATORS
 from studio_align.simulate.flow.selections import collect_selections
 from studio_align.simulate.grading.platform import write_platform_demo
-from studio_align.verticals.flow.checkpoint import BASE_WEIGHTS, load_flow
+from studio_align.verticals.flow.checkpoint import load_flow
 
 
 @click.command("demo-grading")
@@ -36,6 +37,7 @@ def demo_grading(
 ) -> None:
     """Write simulated creators' grading logs (JSONL) and images, as a platform exports them."""
 
+    _refuse_existing(out_dir / "logs.jsonl")
     log = write_platform_demo(
         out_dir, retouches=retouches, selections=selections, ratings=ratings, size=size,
         image_format=image_format, seed=seed,
@@ -45,7 +47,7 @@ def demo_grading(
 
 @click.command("demo-flow")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--checkpoint", default="base", show_default=True, help="Flow checkpoint that draws the candidates ('base' = packaged).")  # fmt: skip
+@click.option("--checkpoint", default="base", show_default=True, help="Flow checkpoint that draws the candidates (a path, or a packaged base: 'base', 'base64').")  # fmt: skip
 @click.option("--creator", "creators", multiple=True, help="Simulated creator (repeatable; default: all).")  # fmt: skip
 @click.option("--events-per-set", type=click.IntRange(1), default=12, show_default=True, help="Selection events per training tag set.")  # fmt: skip
 @click.option("--k", type=click.IntRange(2), default=4, show_default=True, help="Candidates per event.")  # fmt: skip
@@ -55,7 +57,15 @@ def demo_flow(
     seed: int,
 ) -> None:  # fmt: skip
     """Write simulated creators' picks among a flow model's samples (selection JSONL and PNGs)."""
-    base, _ = load_flow(BASE_WEIGHTS if checkpoint == "base" else Path(checkpoint))
+    _refuse_existing(out_dir / "selections.jsonl")
+    base, _ = load_flow(checkpoint)  # a path, or a packaged base's name
     sel = collect_selections(base, out_dir, list(creators or CREATORS), seed=seed,
                              events_per_set=events_per_set, k=k)  # fmt: skip
     click.echo(str(sel["log"]))
+
+
+def _refuse_existing(log: Path) -> None:
+    """A demo never replaces a log (it may be a real export, or one a run was trained on)."""
+    if log.exists():
+        raise DataError(f"{log}: already exists; give --out a new folder (a demo never "
+                        "replaces a log)")  # fmt: skip

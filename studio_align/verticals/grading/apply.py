@@ -69,6 +69,26 @@ def expand_inputs(inputs: Sequence[str | Path]) -> list[tuple[Path, Path]]:
     return out
 
 
+def check_outputs(files: Sequence[tuple[Path, Path]], out_dir: Path) -> None:
+    """Refuse, before any image is written, an output that would replace an input or
+    another output (`--out` set to an input folder; two inputs of the same name)."""
+    inputs = {src.resolve(): src for src, _ in files}
+    written: dict[Path, Path] = {}
+    for src, rel in files:
+        target = (out_dir / rel).resolve()
+        if target in inputs:
+            raise DataError(
+                f"{inputs[target]}: --out {out_dir} would write over this input; "
+                "choose an output folder that holds no input"
+            )
+        if target in written:
+            raise DataError(
+                f"{src} and {written[target]} would both be written to {out_dir / rel}; "
+                "grade them into separate folders"
+            )
+        written[target] = src
+
+
 def neutral_reference(size: int = 64) -> np.ndarray:
     """A neutral chart [size, size, 3]: lightness ramp (rows) x hue sweep (columns)."""
     y, x = np.meshgrid(np.linspace(0.05, 0.95, size), np.linspace(0, 1, size), indexing="ij")
@@ -148,6 +168,9 @@ def grade_files(
     files = expand_inputs(inputs)
     if files and out_dir is None:
         raise DataError("grading images needs --out DIR")
+    if files:
+        assert out_dir is not None
+        check_outputs(files, Path(out_dir))
     lock = threading.Lock()  # the model and the exact renderer run one call at a time
 
     def one(item: tuple[Path, Path]) -> tuple[int, dict[str, float]] | str:
