@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,3 +191,17 @@ def echo_result(payload: dict[str, Any], as_json: bool) -> None:
             click.echo(f"{k}: {inner}")
         else:
             click.echo(f"{k}: {v}")
+
+
+class FiniteRange(click.FloatRange):
+    """A float option within bounds that also refuses `nan` and `inf`, which pass
+    `click.FloatRange` (every comparison with NaN is false) and then silently poison a
+    run: `generate --guidance nan` wrote black images and exited 0."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number

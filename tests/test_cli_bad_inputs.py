@@ -491,3 +491,30 @@ def test_read_only_filesystem_is_one_line(monkeypatch: pytest.MonkeyPatch) -> No
     assert r.exit_code == 2
     assert "/mnt/ro/run/metrics.jsonl: Read-only file system" in r.output
     assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["generate", "--checkpoint", "base", "--tags", "product: lifestyle", "--out", "x",
+         "--guidance", "nan"],
+        ["autotune", "--space", "s.toml", "--out", "x", "--wall-clock", "nan"],
+        ["model", "calibrate-router", ".", "--val", "v.jsonl", "--target", "inf"],
+    ],
+)  # fmt: skip
+def test_a_non_finite_number_option_is_refused_before_the_command_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """NaN passes `click.FloatRange` (every comparison is false): `--guidance nan` wrote
+    black images with exit 0."""
+    from click.testing import CliRunner
+
+    from studio_align.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text("")
+    (tmp_path / "v.jsonl").write_text("")
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2, r.output
+    assert "is not a finite number" in r.output or "is not in the range" in r.output, r.output
+    assert not (tmp_path / "x").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from studio_align.autotune import PROPOSERS, LoopOptions, Space, run_autotune
+from studio_align.commands import FiniteRange
 
 
 @click.command("autotune")
@@ -36,7 +37,7 @@ from studio_align.autotune import PROPOSERS, LoopOptions, Space, run_autotune
 @click.option(
     "--wall-clock",
     "wall_clock",
-    type=float,
+    type=FiniteRange(0.0, min_open=True),
     default=None,
     help="Override budget.wall_clock_s (seconds).",
 )
@@ -52,7 +53,7 @@ from studio_align.autotune import PROPOSERS, LoopOptions, Space, run_autotune
 @click.option(
     "--agent-wait",
     "agent_wait",
-    type=float,
+    type=FiniteRange(0.0, min_open=True),
     default=3600.0,
     show_default=True,
     help="Seconds the agent proposer waits for each proposal file.",

@@ -22,7 +22,7 @@ from typing import Any
 import click
 import numpy as np
 
-from studio_align.commands import echo_result, load_run_config, run_config_options
+from studio_align.commands import FiniteRange, echo_result, load_run_config, run_config_options
 from studio_align.errors import ConfigError
 from studio_align.jsonsafe import json_safe
 from studio_align.plugins import get_host
@@ -44,13 +44,13 @@ def train_flow(config: Path | None, overrides: tuple[str, ...], as_json: bool) -
 @click.command("generate")
 @click.option(
     "--checkpoint", required=True,
-    help="Flow checkpoint directory/file, or 'base' (the packaged 32x32 base).",
+    help="Flow checkpoint directory/file, or a packaged base: 'base' (32x32), 'base64' (64x64).",
 )  # fmt: skip
 @click.option("--tags", required=True, help='"vertical: tag, tag", e.g. "product: lifestyle".')
 @click.option("--n", "n", type=click.IntRange(1, 4096), default=8, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--steps", type=click.IntRange(1, 1000), default=20, show_default=True)
-@click.option("--guidance", type=float, default=1.0, show_default=True)
+@click.option("--guidance", type=FiniteRange(0.0, 50.0), default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 def generate_cmd(
     checkpoint: str, tags: str, n: int, out: Path, steps: int, guidance: float, seed: int
