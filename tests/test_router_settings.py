@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from studio_align.cli import main
 from studio_align.config import apply_overrides, dump_toml, validate
-from studio_align.errors import ConfigError
+from studio_align.errors import ConfigError, DataError
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.router.settings import MOVED, FromLogsConfig, RouterSettings, StageData
 from studio_align.router.stages import (
@@ -177,3 +177,18 @@ def test_a_zero_batch_is_refused_before_anything_trains(
     with pytest.raises(ConfigError) as e:
         _settings(cls, f"{key}=0")
     assert key in str(e.value) and "\n" not in str(e.value)
+
+
+def test_examples_given_beside_logs_without_labels_are_what_sft_trains_on() -> None:
+    """Labelled rows from `--examples` count as SFT's (and GRPO's) data when the logs hold
+    none: the command used to refuse with "no labelled routing examples"."""
+    from studio_align.router.from_logs import _plan
+
+    cfg = _settings(FromLogsConfig, "preference=dpo", "grpo.steps=2")
+    records = {"routing_examples": 0, "route_dpo_pairs": 0, "kto_samples": 0}
+    counts = {"records": records, "labelled": {"train": 64, "val": 7}}
+    run, skipped = _plan(cfg, counts)
+    assert run == ["sft", "grpo"]
+    assert skipped == ["dpo: skipped (no route_dpo_pairs in the logs)"]
+    with pytest.raises(DataError, match="no labelled routing examples"):
+        _plan(cfg, {"records": records, "labelled": {"train": 0, "val": 0}})

@@ -151,7 +151,8 @@ def prepare_log_data(
 def _plan(cfg: FromLogsConfig, counts: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The stages to run and the ones skipped for want of records (with the reason)."""
     wanted = stage_plan(cfg)
-    have = {"sft": counts["labelled"]["train"], **counts["records"]}
+    # labelled examples are the logs' and --examples' together (after validation is set aside)
+    have = {**counts["records"], "routing_examples": counts["labelled"]["train"]}
     run = [s for s in wanted if have.get(_NEEDS[s], 0) > 0 and (s != "sft" or cfg.sft.steps > 0)]
     skipped = [f"{s}: skipped (no {_NEEDS[s]} in the logs)" for s in wanted if s not in run]
     if "sft" not in run and cfg.init_from is None and cfg.base is None:
