@@ -34,6 +34,7 @@ from studio_align.training.sft import SFTConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 NON_UTF8 = b'{"request": {"text": "caf\xe9"}, "plan": ["audio.music"]}\n'
+UNKNOWN_STEP = b'{"request": {"text": "a flyer", "attachments": []}, "plan": ["no.such_step"]}\n'
 
 
 class Env:
@@ -349,6 +350,7 @@ CASES: dict[str, Case] = {
     "eval data not utf-8": lambda e: _eval(e, e.router, _non_utf8(e.scratch())),
     "eval data not json": lambda e: _eval(e, e.router, _write_file(e, b"{oops\n")),
     "eval data empty": lambda e: _eval(e, e.router, _write_file(e, b"")),
+    "eval data unknown step": lambda e: _eval(e, e.router, _write_file(e, UNKNOWN_STEP)),
     "eval report under a file": lambda e: _eval(e, e.router, None, "--report", str(_under_file(e))),
     "eval checkpoint not a router": lambda e: _eval(e, e.scratch()),
     # serve router (all refused before binding)

@@ -188,3 +188,20 @@ def test_a_flow_manifest_entry_of_the_wrong_shape_is_named_by_line(
     assert f"{manifest}:2:" in text
     manifest.write_bytes(LATIN1)
     _raises_naming(manifest, DataError, lambda: read_manifest(manifest, 8), match="UTF-8")
+
+
+def test_training_data_with_an_unknown_step_or_no_records_names_the_file(tmp_path: Path) -> None:
+    from studio_align.plugins import get_host
+    from studio_align.training.run import RecordsSection, read_split
+
+    task = get_host().task("router")
+    data = tmp_path / "train.jsonl"
+    rows = [{"request": {"text": "a song", "attachments": []}, "plan": ["audio.music"]},
+            {"request": {"text": "a flyer", "attachments": []}, "plan": ["no.such_step"]}]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    section = RecordsSection(train=data)
+    _raises_naming(data, DataError, lambda: read_split(task, section, "sft", "train"),
+                   match=":2: plan: unknown step 'no.such_step'")  # fmt: skip
+    data.write_text("\n")
+    _raises_naming(data, DataError, lambda: read_split(task, section, "sft", "train"),
+                   match="no routing_examples records")  # fmt: skip

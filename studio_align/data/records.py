@@ -55,17 +55,17 @@ def _reason(e: ValidationError) -> str:
     return f"{where}: {err.get('msg', 'invalid')}"
 
 
-def _plan_problems(row: dict[str, Any], catalog: Catalog) -> list[str]:
+def _plan_problems(row: dict[str, Any], catalog: Catalog, steps_only: bool) -> list[str]:
     request = row.get("request") or {}
     attachments = request.get("attachments", []) if isinstance(request, dict) else []
     problems = []
-    for key in ("plan", "chosen"):
+    for key in ("plan", "chosen") if not steps_only else ():
         plan = row.get(key)
         if plan:
             problems += [f"{key}: {p}" for p in catalog.plan_problems(plan, attachments)]
-    rejected = row.get("rejected")
-    if rejected:  # a rejected proposal may be unsatisfiable, but its steps must exist
-        problems += [f"rejected: unknown step {s!r}" for s in rejected if s not in catalog]
+    # a rejected (or undesirable) plan may be unsatisfiable, but its steps must exist
+    for key in ("rejected",) if not steps_only else ("plan", "chosen", "rejected"):
+        problems += [f"{key}: unknown step {s!r}" for s in row.get(key) or [] if s not in catalog]
     return problems
 
 
@@ -73,27 +73,37 @@ def iter_record_models(
     path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
 ) -> Iterator[BaseModel]:
     """Validated records of `kind` from a JSONL file as their pydantic models."""
-    yield from _iter(path, kind, catalog)
+    yield from _iter(path, kind, catalog, steps_only=False)
 
 
 def iter_record_file(
-    path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
+    path: str | os.PathLike[str],
+    kind: RecordKind,
+    *,
+    catalog: Catalog | None = None,
+    steps_only: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Validated records of `kind` from a JSONL file, as plain dicts, in file order.
 
     `kind` is a compiled record kind (`RECORD_MODELS`) or a pydantic model of a task's own.
 
     Blank lines are skipped; the first invalid line raises `DataError` naming file and line.
+    With `catalog`, plans are checked against it: that each is satisfiable by the request's
+    attachments, or with `steps_only` just that every step exists (undesirable plans, say).
     """
-    for obj in _iter(path, kind, catalog):
+    for obj in _iter(path, kind, catalog, steps_only):
         yield obj.model_dump(mode="json")
 
 
 def read_record_file(
-    path: str | os.PathLike[str], kind: RecordKind, *, catalog: Catalog | None = None
+    path: str | os.PathLike[str],
+    kind: RecordKind,
+    *,
+    catalog: Catalog | None = None,
+    steps_only: bool = False,
 ) -> list[dict[str, Any]]:
     """All records of `iter_record_file` as a list."""
-    return list(iter_record_file(path, kind, catalog=catalog))
+    return list(iter_record_file(path, kind, catalog=catalog, steps_only=steps_only))
 
 
 def compiled_path(out_dir: str | os.PathLike[str], kind: RecordKind, split: str = "train") -> Path:
@@ -106,7 +116,7 @@ def compiled_path(out_dir: str | os.PathLike[str], kind: RecordKind, split: str 
 
 
 def _iter(
-    path: str | os.PathLike[str], kind: RecordKind, catalog: Catalog | None
+    path: str | os.PathLike[str], kind: RecordKind, catalog: Catalog | None, steps_only: bool
 ) -> Iterator[BaseModel]:
     model = _model_for(kind)
     label = kind if isinstance(kind, str) else kind.__name__
@@ -132,7 +142,7 @@ def _iter(
             except UnicodeDecodeError:
                 raise DataError(f"{p}:{i}: not UTF-8") from None
             if catalog is not None:
-                problems = _plan_problems(obj.model_dump(mode="json"), catalog)
+                problems = _plan_problems(obj.model_dump(mode="json"), catalog, steps_only)
                 if problems:
                     raise DataError(f"{p}:{i}: {'; '.join(problems)}")
             yield obj

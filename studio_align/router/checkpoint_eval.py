@@ -30,6 +30,8 @@ def evaluate_checkpoint(
     if not examples:
         raise DataError(f"{data}: no labelled routing examples")
     router = load_any_router(checkpoint)  # a router checkpoint or an ensemble of them
+    # a label with a step this router does not know would be scored as a silent miss
+    examples = read_examples(data, router.catalog, steps_only=True)
     figures, plans, confs = evaluate_router(router, examples, batch_size=batch_size)
     figures["checkpoint"] = str(checkpoint)
     figures["data"] = str(data)

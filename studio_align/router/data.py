@@ -25,8 +25,10 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
     return p
 
 
-def read_examples(path: str | Path, catalog: Catalog | None = None) -> list[dict[str, Any]]:
+def read_examples(
+    path: str | Path, catalog: Catalog | None = None, *, steps_only: bool = False
+) -> list[dict[str, Any]]:
     """Labelled routing examples from JSONL through the one validating record reader
     (`data.records`): a bad line raises naming file and line; with `catalog`, plans are
-    checked against it."""
-    return read_record_file(path, "routing_examples", catalog=catalog)
+    checked against it (with `steps_only`, only that their steps exist)."""
+    return read_record_file(path, "routing_examples", catalog=catalog, steps_only=steps_only)

@@ -20,9 +20,10 @@ from typing import Any
 
 from flax import nnx
 
+from studio_align.catalog import Catalog
 from studio_align.config import dump_toml
 from studio_align.data.records import compiled_path, read_record_file
-from studio_align.errors import ConfigError
+from studio_align.errors import ConfigError, DataError
 from studio_align.plugins import get_host
 from studio_align.tasks import supports
 from studio_align.training.distributed import is_main_process, replicated
@@ -47,17 +48,27 @@ def read_split(task: Any, section: RecordsSection, algorithm: str, split: str) -
     kind = task.record_kinds[algorithm]
     explicit = section.train if split == "train" else section.heldout
     if explicit is not None:
-        return read_record_file(explicit, kind)
-    if section.dir is None:
+        path = Path(explicit)
+    elif section.dir is None:
         if split == "train":
             raise ConfigError("data: set data.dir (a compiled-logs directory) or data.train")
         return []
-    path = compiled_path(section.dir, kind, split)
-    if not path.is_file():
-        if split == "heldout":
-            return []
-        raise ConfigError(f"data.dir: {path} is missing (run `studio-align data compile` first)")
-    return read_record_file(path, kind)
+    else:
+        path = compiled_path(section.dir, kind, split)
+        if not path.is_file():
+            if split == "heldout":
+                return []
+            raise ConfigError(
+                f"data.dir: {path} is missing (run `studio-align data compile` first)"
+            )
+    # a task with a catalog (the router) has each plan's steps checked as they are read,
+    # so an unknown step names its file and line instead of failing in the tokenizer
+    catalog = getattr(task, "catalog", None)
+    catalog = catalog if isinstance(catalog, Catalog) else None
+    records = read_record_file(path, kind, catalog=catalog, steps_only=True)
+    if split == "train" and not records:
+        raise DataError(f"{path}: no {kind if isinstance(kind, str) else kind.__name__} records")
+    return records
 
 
 def prepare_run_dir(cfg: Any) -> Path:
