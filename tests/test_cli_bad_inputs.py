@@ -458,6 +458,8 @@ def _check(env: Env, name: str) -> None:
     assert out.returncode == 2, f"{name}: exit {out.returncode}: {args}\n{out.stderr}"
     errors = [ln for ln in out.stderr.splitlines() if ln.startswith("Error:")]
     assert len(errors) == 1 and len(errors[0]) > len("Error: "), f"{name}: {out.stderr}"
+    if args[0] == "serve":  # a refused server never claims to be serving
+        assert " on http://" not in out.stderr, f"{name}: {out.stderr}"
     if "config not utf-8" in name:  # the error names the file at fault
         assert ".toml" in errors[0], f"{name}: {errors[0]}"
 

@@ -174,3 +174,14 @@ def test_corrupt_image_in_logs_is_skipped_and_counted(trained, tmp_path):
     assert (
         strict.exit_code == 2 and "broken.png" in strict.output and "Traceback" not in strict.output
     )
+
+
+def test_eval_grading_sets_invalid_lines_aside_with_quarantine(trained, tmp_path):
+    log = trained["logs"].parent / "torn.jsonl"
+    log.write_text(trained["logs"].read_text() + '{"type": "retouch", "torn\n')
+    args = ["eval", "grading", "--checkpoint", str(trained["model"]), "--logs", str(log)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and f"{log}:" in res.output and "--quarantine FILE" in res.output
+    q = tmp_path / "q.jsonl"
+    fig = json.loads(run(*args, "--quarantine", str(q), "--json"))
+    assert fig["creators"] and q.read_text() == '{"type": "retouch", "torn\n'

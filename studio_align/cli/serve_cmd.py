@@ -81,10 +81,4 @@ def serve_router(
     token = os.environ.get("STUDIO_ALIGN_ADMIN_TOKEN")
     if token and "admin_token" not in data:
         data["admin_token"] = token
-    cfg = validate(ServeConfig, data, source=config_path or "serve router")
-    click.echo(
-        f"serving {cfg.checkpoint} on http://{cfg.host}:{cfg.port} "
-        "(GET /healthz answers 503 until warm-up is done)",
-        err=True,
-    )
-    run(cfg)
+    run(validate(ServeConfig, data, source=config_path or "serve router"))

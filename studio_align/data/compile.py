@@ -77,7 +77,8 @@ class InvalidLogError(DataError):
         super().__init__(
             f"{summary.invalid_count} invalid line(s)"
             + (f", first {first}" if first else "")
-            + "; fix them or pass a quarantine file"
+            + "; fix them, or set them aside with a quarantine file (`--quarantine FILE`, or "
+            "`quarantine = FILE` in a run config)"
         )
 
 

@@ -259,4 +259,8 @@ def serve(cfg: ServeConfig, *, log_level: str = "warning") -> None:
         timeout_graceful_shutdown=5,
         server_header=False,
     )
+    _announce(  # only once the checkpoint, keys and feedback log have all been accepted
+        f"serving {cfg.checkpoint} on http://{cfg.host}:{cfg.port} "
+        "(GET /healthz answers 503 until warm-up is done)"
+    )
     uvicorn.Server(config).run()

@@ -108,13 +108,20 @@ def grade(
 @click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))  # fmt: skip
 @click.option("--logs", required=True, multiple=True, type=click.Path(exists=True, path_type=Path), help="Logs (held-out groups are selected with the run's split).")  # fmt: skip
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), help="Write index.html with before/after grids.")  # fmt: skip
+@click.option("--quarantine", type=click.Path(dir_okay=False, path_type=Path), help="Copy invalid log lines here verbatim and evaluate on the rest.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True)
 def eval_grading(
-    checkpoint: Path, logs: tuple[Path, ...], report_dir: Path | None, as_json: bool
+    checkpoint: Path,
+    logs: tuple[Path, ...],
+    report_dir: Path | None,
+    quarantine: Path | None,
+    as_json: bool,
 ) -> None:
     """Per creator: reward-model accuracy, win rates under held-out selections, ΔE2000."""
 
-    fig = evaluate_grading(checkpoint, [str(x) for x in logs], report_dir=report_dir)
+    fig = evaluate_grading(
+        checkpoint, [str(x) for x in logs], report_dir=report_dir, quarantine=quarantine
+    )
     if as_json:
         click.echo(json.dumps(json_safe(fig), indent=1))
         return

@@ -198,9 +198,12 @@ class HeldOut:
         return self.thumbs.pixels[self.thumbs.rows([r.image for r in self.data.retouches])]
 
 
-def load_heldout(checkpoint: str | Path, logs: list[str]) -> HeldOut:
+def load_heldout(
+    checkpoint: str | Path, logs: list[str], *, quarantine: str | Path | None = None
+) -> HeldOut:
     """The checkpoint, its `base/` and the held-out events of `logs` under the run's split
-    (training events are dropped and counted in `left_out`; unreadable images skipped)."""
+    (training events are dropped and counted in `left_out`; unreadable images skipped;
+    invalid lines stop it, or with `quarantine` are copied there and left out)."""
     ckpt = Path(checkpoint)
     tuned = GradingModel.load(ckpt)
     if not (ckpt / "base").is_dir():
@@ -211,6 +214,7 @@ def load_heldout(checkpoint: str | Path, logs: list[str]) -> HeldOut:
         logs,
         seed=int(split.get("seed", 0)),
         heldout_fraction=float(split.get("heldout_fraction", 0.2)),
+        quarantine=None if quarantine is None else str(quarantine),
         strict=False,
     )
     left_out = {k: len([e for e in v if e.split == "train"]) for k, v in (
@@ -243,11 +247,12 @@ def _reward_figures(meta: dict[str, Any], data: GradingLogs, th: Thumbs) -> dict
 
 def evaluate_grading(
     checkpoint: str | Path, logs: list[str], *, report_dir: str | Path | None = None,
-    sections: Sequence[str] = (),
+    sections: Sequence[str] = (), quarantine: str | Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Every figure of the module docstring, by creator and overall; optional HTML report
-    (`sections`: extra HTML appended to it, e.g. a simulator's view of the same run)."""
-    held = load_heldout(checkpoint, logs)
+    (`sections`: extra HTML appended to it, e.g. a simulator's view of the same run;
+    `quarantine`: where invalid log lines go instead of stopping the evaluation)."""
+    held = load_heldout(checkpoint, logs, quarantine=quarantine)
     tuned, base, data, th = held.tuned, held.base, held.data, held.thumbs
     sel = _selection_figures(tuned, base, data, th)
     ret = _retouch_figures(tuned, base, data, th)
