@@ -83,3 +83,14 @@ def test_unit_mapping_round_trips(u):
     assert i.from_unit(i.to_unit(i.from_unit(u))) == i.from_unit(u)
     c = Param(type="choice", values=["a", "b", "c"])
     assert c.from_unit(c.to_unit(c.from_unit(u))) == c.from_unit(u)
+
+
+def test_an_unknown_placeholder_in_a_command_is_named() -> None:
+    """`{sedd}` used to reach the command as literal text; the trial then crashed with a
+    message that did not name it."""
+    space = {"metric": {"name": "m", "direction": "maximize"}, "data": {"validation": "v"}}
+    cmd = {"train": "studio-align train sft --set seed={sedd} {sets}"}
+    with pytest.raises(ConfigError, match=r"command\.train.*unknown placeholder \{sedd\}"):
+        Space.from_dict({**space, "command": cmd})
+    ok = {"evaluate": 'python -c "import json; print(json.dumps({1: 2}))" {trial_dir}'}
+    Space.from_dict({**space, "command": ok})  # braces that are no placeholder pass

@@ -522,3 +522,16 @@ def test_a_non_finite_number_option_is_refused_before_the_command_runs(
     assert r.exit_code == 2, r.output
     assert "is not a finite number" in r.output or "is not in the range" in r.output, r.output
     assert not (tmp_path / "x").exists()
+
+
+def test_a_file_in_the_way_of_a_folder_and_a_folder_as_plugin_say_so(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from studio_align.cli import main
+
+    log = tmp_path / "logs.jsonl"
+    log.write_text("{}\n")
+    r = CliRunner().invoke(main, ["data", "validate", str(log), "--quarantine", f"{log}/q.jsonl"])
+    assert r.exit_code == 2 and f"{log}: a file, where a folder is needed" in r.output, r.output
+    r = CliRunner().invoke(main, ["--plugin", str(tmp_path), "plugins", "list"])
+    assert r.exit_code == 2 and "a folder; give its .py file" in r.output, r.output

@@ -19,6 +19,7 @@ Design choices:
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -196,6 +197,9 @@ class Acceptance(Strict):
     keep_seeds: int | None = Field(default=None, ge=1)  # None: as many as the baseline ran on
 
 
+PLACEHOLDERS = ("{base_config}", "{sets}", "{trial_dir}", "{seed}", "{data}", "{python}", "{out}")
+
+
 class Command(Strict):
     """How a trial runs. Templates are split like a shell line; placeholders:
     `{base_config}`, `{sets}` (expands to `--set key=value` for every active parameter,
@@ -216,6 +220,9 @@ class Command(Strict):
             shlex.split(v)
         except ValueError as e:
             raise ValueError(f"cannot split command: {e}") from None
+        unknown = sorted(set(re.findall(r"\{[A-Za-z_]+\}", v)) - set(PLACEHOLDERS))
+        if unknown:  # it would reach the command as literal text, and fail there
+            raise ValueError(f"unknown placeholder {unknown[0]} (known: {', '.join(PLACEHOLDERS)})")
         return v
 
 

@@ -149,6 +149,8 @@ def _one_line(text: str) -> str:
 def os_error_message(e: OSError) -> str:
     """`PATH: reason` for an OSError, with a hint for the causes a user can fix."""
     reason = e.strerror or _one_line(str(e)) or type(e).__name__
+    if e.errno == errno.EEXIST and e.filename is not None and os.path.isfile(e.filename):
+        reason = "a file, where a folder is needed"
     hints = {
         errno.ENOSPC: " (the disk is full: free space and run again; a run resumes)",
         errno.EROFS: " (read-only file system: choose a writable output folder)",

@@ -225,6 +225,11 @@ class PluginHost:
         p = Path(path).expanduser().resolve()
         if p.stem in self.blocked:
             return p.stem
+        if p.is_dir():
+            raise PluginError(
+                f"plugin file {str(path)!r} ({origin}): a folder; give its .py file, or "
+                "install the package and name its module"
+            )
         if not p.is_file():
             raise PluginError(f"plugin file {str(path)!r} ({origin}): not found")
         digest = hashlib.sha1(str(p).encode()).hexdigest()[:10]
