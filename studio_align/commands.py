@@ -196,12 +196,23 @@ def echo_result(payload: dict[str, Any], as_json: bool) -> None:
 class FiniteRange(click.FloatRange):
     """A float option within bounds that also refuses `nan` and `inf`, which pass
     `click.FloatRange` (every comparison with NaN is false) and then silently poison a
-    run: `generate --guidance nan` wrote black images and exited 0."""
+    run: `generate --guidance nan` wrote black images and exited 0. A refusal is one
+    `Error:` line naming the option (exit code 2), like every other bad input."""
 
     name = "finite float range"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
+        where = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "value"
+        try:
+            number = super().convert(value, param, ctx)
+        except click.BadParameter as e:
+            raise BadValue(f"{where}: {e.message}") from None
         if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
+            raise BadValue(f"{where}: {value!r} is not a finite number")
         return number
+
+
+class BadValue(click.ClickException):
+    """An option's value refused before the command runs: `Error: <one line>`, exit 2."""
+
+    exit_code = 2

@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 
-from studio_align.commands import FiniteRange
 from studio_align.config import apply_overrides, read_toml, validate
 from studio_align.errors import CheckpointError
 from studio_align.jsonsafe import json_safe
@@ -103,7 +102,7 @@ def ensemble_router(routers: tuple[Path, ...], out: Path) -> None:
               help="Labelled validation requests (JSONL: request, plan); never the evaluation set.")  # fmt: skip
 @click.option("--train", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Labelled training requests, for the unfamiliarity model (single routers).")  # fmt: skip
-@click.option("--target", type=FiniteRange(0.0, 1.0, min_open=True, max_open=True), default=None,
+@click.option("--target", type=float, default=None,
               help="Selective accuracy the abstain thresholds keep on validation (0.95).")  # fmt: skip
 @click.option("--unfamiliarity-in-confidence", is_flag=True,
               help="Fit the confidence on log-odds and unfamiliarity together (docs/router.md).")  # fmt: skip
