@@ -181,10 +181,10 @@ class Checkpointer:
             layouts[name] = (jax.tree_util.tree_structure(tree), leaves)
             targets[name] = {f"leaf_{i:05d}": _abstract(x) for i, x in enumerate(leaves)}
         args = {n: ocp.args.StandardRestore(t) for n, t in targets.items() if t}
+        _leftovers_to_debug_log()  # before: abandoned reads may fail while this one waits
         try:
             restored = self._mgr.restore(step, args=ocp.args.Composite(**args))
         except Exception as e:
-            _leftovers_to_debug_log()
             raise _Unreadable(_first_line(e)) from e
         out: dict[str, Any] = {}
         for name, (treedef, leaves) in layouts.items():
@@ -254,10 +254,12 @@ def _leftovers_to_debug_log() -> None:
     """Send to the debug log the tracebacks that a failed array read leaves behind.
 
     When one leaf cannot be read, orbax abandons the other reads: their callbacks fail
-    on a closed event loop in tensorstore's threads (some after `restore` has returned),
-    and their coroutines are dropped with the same exception. Python prints each to
-    stderr, hundreds of lines, although `restore` reports the failure once. The hooks
-    installed here log those at debug level and pass every other error on unchanged.
+    on a closed event loop in tensorstore's threads (before `restore` raises, and after),
+    and their coroutines or tasks are dropped with the same exception. Python and asyncio
+    print each to stderr, hundreds of lines, although `restore` reports the failure once.
+    So before the first array restore of a process, hooks and an `asyncio` log filter are
+    installed (once) that log exactly those at debug level and pass every other error on
+    to the previous hook unchanged.
     """
     if getattr(sys.excepthook, "_orbax_leftovers", False):
         return
@@ -277,6 +279,18 @@ def _leftovers_to_debug_log() -> None:
 
     excepthook._orbax_leftovers = True  # type: ignore[attr-defined]
     sys.excepthook, sys.unraisablehook = excepthook, unraisablehook
+    logging.getLogger("asyncio").addFilter(_LeftoverTasks())  # "never retrieved" tasks
+
+
+class _LeftoverTasks(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" records for abandoned reads."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and _orbax_leftover(exc):
+            log.debug("after a failed checkpoint read: %r", exc)
+            return False
+        return True
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:
