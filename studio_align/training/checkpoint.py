@@ -235,13 +235,12 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:200]}"
 
 
-def _orbax_leftover(exc: BaseException | None, obj: Any = None) -> bool:
-    """Whether an error comes from the reads orbax abandoned when one leaf failed."""
-    if isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc):
-        return True
-    code = getattr(obj, "cr_code", None)
-    if code is not None and "/orbax/" in code.co_filename:
-        return True
+def _closed_loop(exc: BaseException | None) -> bool:
+    """A callback of an abandoned read, run by tensorstore after orbax closed its loop."""
+    return isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"
+
+
+def _from_orbax(exc: BaseException | None) -> bool:
     tb = exc.__traceback__ if exc is not None else None
     while tb is not None:
         if "/orbax/" in tb.tb_frame.f_code.co_filename:
@@ -258,7 +257,8 @@ def _leftovers_to_debug_log() -> None:
     and their coroutines or tasks are dropped with the same exception. Python and asyncio
     print each to stderr, hundreds of lines, although `restore` reports the failure once.
     So before the first array restore of a process, hooks and an `asyncio` log filter are
-    installed (once) that log exactly those at debug level and pass every other error on
+    installed (once) that log exactly those (a closed-loop `RuntimeError`, a dropped orbax
+    coroutine, a never-retrieved orbax task) at debug level and pass every other error on
     to the previous hook unchanged.
     """
     if getattr(sys.excepthook, "_orbax_leftovers", False):
@@ -266,13 +266,14 @@ def _leftovers_to_debug_log() -> None:
     old_except, old_unraisable = sys.excepthook, sys.unraisablehook
 
     def excepthook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
-        if _orbax_leftover(exc):
+        if _closed_loop(exc):
             log.debug("after a failed checkpoint read: %s: %s", kind.__name__, exc)
         else:
             old_except(kind, exc, tb)
 
     def unraisablehook(u: Any) -> None:
-        if _orbax_leftover(u.exc_value, u.object):
+        code = getattr(u.object, "cr_code", None)  # a dropped coroutine of orbax's
+        if _closed_loop(u.exc_value) or (code is not None and "/orbax/" in code.co_filename):
             log.debug("after a failed checkpoint read: %r", u.exc_value)
         else:
             old_unraisable(u)
@@ -283,11 +284,13 @@ def _leftovers_to_debug_log() -> None:
 
 
 class _LeftoverTasks(logging.Filter):
-    """Drops asyncio's "Task exception was never retrieved" records for abandoned reads."""
+    """Drops asyncio's "... exception was never retrieved" records of abandoned reads."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None and _orbax_leftover(exc):
+        # asyncio's "Task (or _GatheringFuture) exception was never retrieved"
+        never_retrieved = "exception was never retrieved" in str(record.msg).split("\n")[0]
+        if never_retrieved and _from_orbax(exc):
             log.debug("after a failed checkpoint read: %r", exc)
             return False
         return True
