@@ -91,6 +91,9 @@ def test_a_hugging_face_index_or_config_of_the_wrong_shape_names_its_file(tmp_pa
           "vocab_size": 10, "intermediate_size": 4}  # fmt: skip
     where = str(config)
     _raises_naming(config, ModelLoadError, lambda: to_model_config(hf, where=where), match="'big'")
+    negative = {**hf, "hidden_size": 8, "num_hidden_layers": -1}
+    _raises_naming(config, ModelLoadError, lambda: to_model_config(negative, where=where),
+                   match="num_layers is -1; it must be positive")  # fmt: skip
 
 
 # -- product checkpoints -----------------------------------------------------------------------

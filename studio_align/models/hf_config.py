@@ -140,6 +140,11 @@ def _to_model_config(
         )
     except KeyError as e:
         raise ModelLoadError(f"{where}: missing required field {e.args[0]!r}") from None
+    except ZeroDivisionError:
+        raise ModelLoadError(f"{where}: num_attention_heads must be positive") from None
+    small = next((k for k, v in fields.items() if v < 1), None)
+    if small is not None:
+        raise ModelLoadError(f"{where}: {small} is {fields[small]}; it must be positive")
     theta, local_theta, factor = _rope(hf, where)
     max_len = int(hf.get("max_position_embeddings", 32_768))
     window = hf.get("sliding_window")
