@@ -1,7 +1,7 @@
 """Choose Flow-GRPO's anti-hacking settings on a validation split, never on the reported one.
 
     PYTHONPATH=. python examples/flow/validate.py --out runs/flow/val --seed 100 \
-        --configs base ceil ceil+anchor --curve 4 [--dpo-configs dpo dpo50]
+        --configs base ceil ceil+anchor --curve 4 [--dpo-configs dpo dpo50] [--base base64]
 
 Validation = selections, reward model and GRPO noise from seed `--seed` (the reported
 experiment uses seeds 0-2) and evaluation on the training tag sets only, from evaluation
@@ -146,6 +146,7 @@ def main() -> None:
     ap.add_argument("--n-eval", type=int, default=16)
     ap.add_argument("--steps", type=int, default=None, help="GRPO steps (default: config's)")
     ap.add_argument("--curve", type=int, default=0, help="also evaluate every K GRPO steps")
+    ap.add_argument("--base", default="base", help="base checkpoint: a path, base or base64")
     args = ap.parse_args()
     jax.config.update("jax_compilation_cache_dir", "/tmp/studio_align_jax_cache")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
@@ -153,7 +154,7 @@ def main() -> None:
     host.load_module("studio_align.verticals.flow.plugin", origin="builtin")
     root = Path(args.out) / f"seed{args.seed}"
     prep = prepare(root, seed=args.seed, host=host, collect=collect_selections,
-                   creators=args.creators)  # fmt: skip
+                   creators=args.creators, base_path=args.base)  # fmt: skip
     judge = host.reward("flow_taste")
     cache: dict = {}
 
