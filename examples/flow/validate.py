@@ -104,6 +104,18 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     "qs-12steps+check4x8": ({"steps": 12}, {"check_every": 4, "check_samples": 8}),
     # on a failed check, bisect back to the latest step that passes (GuardConfig.backtrack)
     "qs-8steps+check4+backtrack": ({"steps": 8}, {"check_every": 4, "backtrack": True}),
+    # the 64x64 base (5 December): the defaults, without the stop, as a curve; rollouts
+    # nearer the evaluation's ODE samples (more SDE steps, less SDE noise); a larger step
+    "nostop": ({}, {"stop_fd_ratio": None, "stop_diversity_ratio": None}),
+    "nostop+sde16": ({"sde_steps": 16}, {"stop_fd_ratio": None, "stop_diversity_ratio": None}),
+    "nostop+noise0.3": (
+        {"noise_level": 0.3},
+        {"stop_fd_ratio": None, "stop_diversity_ratio": None},
+    ),
+    "nostop+lr5e-5": (
+        {"learning_rate": 5e-5},
+        {"stop_fd_ratio": None, "stop_diversity_ratio": None},
+    ),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},
