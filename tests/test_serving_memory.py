@@ -4,6 +4,7 @@ rebuilt from the feedback log by the next server (the model folder is never writ
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -102,3 +103,22 @@ def test_acknowledged_feedback_survives_sigkill(tmp_path: Path) -> None:
         assert back["source"] == "creator_memory" and back["plan"] == final
     finally:
         srv.stop()
+
+
+def test_a_log_line_longer_than_a_read_chunk_does_not_stop_the_learner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line longer than `CHUNK_BYTES` (possible when `max_body_bytes` is raised past it)
+    used to end every read at its start: nothing after it was ever learned."""
+    from studio_align.serving import learning
+    from studio_align.serving.auth import Verifier
+
+    monkeypatch.setattr(learning, "CHUNK_BYTES", 64)
+    log = tmp_path / "feedback.jsonl"
+    lines = [{"type": "route", "n": 1}, {"type": "route", "text": "x" * 300}, {"n": 3}]
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    learner = learning.Learner(log, Verifier({}))
+    for stop in (None, log.stat().st_size):  # following, and a rebuild's second pass
+        read = [(e, end) for events, end in learner._chunks(0, stop=stop) for e in events]
+        assert [e.get("n") for e, _ in read] == [1, None, 3]
+        assert read[-1][1] == log.stat().st_size

@@ -99,14 +99,21 @@ class Learner:
         """The log's complete lines from `offset` (up to `stop`), chunk by chunk, each with
         the offset after it."""
         while stop is None or offset < stop:
-            limit = CHUNK_BYTES if stop is None else min(CHUNK_BYTES, stop - offset)
-            events, end = self._read(offset, limit)
+            cap = None if stop is None else stop - offset
+            events, end = self._read(
+                offset, CHUNK_BYTES if cap is None else min(CHUNK_BYTES, cap), cap
+            )
             if end == offset:
                 return
             yield events, end
             offset = end
 
-    def _read(self, offset: int, limit: int = CHUNK_BYTES) -> tuple[list[dict[str, Any]], int]:
+    def _read(
+        self, offset: int, limit: int = CHUNK_BYTES, cap: int | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The complete lines in `limit` bytes from `offset`, and the offset after them. A
+        line longer than `limit` is read to its end (never past `cap` bytes), or following
+        the log would stop at it for good."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
@@ -115,6 +122,9 @@ class Learner:
             if os.fstat(fd).st_size < offset:  # the log was replaced: nothing to follow
                 return [], offset
             data = os.pread(fd, limit, offset)
+            while b"\n" not in data and len(data) == limit and (cap is None or limit < cap):
+                limit = limit * 2 if cap is None else min(limit * 2, cap)
+                data = os.pread(fd, limit, offset)
         finally:
             os.close(fd)
         end = data.rfind(b"\n") + 1  # a line still being written is read next time
