@@ -106,6 +106,7 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     "qs-8steps+check4+backtrack": ({"steps": 8}, {"check_every": 4, "backtrack": True}),
     # the 64x64 base (5 December): the defaults, without the stop, as a curve; rollouts
     # nearer the evaluation's ODE samples (more SDE steps, less SDE noise); a larger step
+    "noise0.3": ({"noise_level": 0.3}, {}),
     "nostop": ({}, {"stop_fd_ratio": None, "stop_diversity_ratio": None}),
     "nostop+sde16": ({"sde_steps": 16}, {"stop_fd_ratio": None, "stop_diversity_ratio": None}),
     "nostop+noise0.3": (
