@@ -21,6 +21,9 @@ Design choices:
   continuous policy (the grading vertical) trains through the same trainer.
 - `record_kinds` maps an algorithm to the compiled record kind its data comes from
   (`data compile` writes one JSONL per kind), so `[data] dir = ...` works for every task.
+- A task with a `catalog` attribute (a `catalog.Catalog`, as the router has) gets every
+  record's plan steps checked against it as its data is read, so an unknown step is
+  refused with its file and line.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from pydantic import ValidationError
 from studio_align.errors import CheckpointError
 from studio_align.models.tokenizer import Tokenizer
 from studio_align.plugins import get_host
+from studio_align.textfiles import read_json
 
 FORMAT = "studio-align/model-bundle"
 VERSION = 1
@@ -135,11 +136,11 @@ def _registered(meta_path: Path, meta: dict[str, Any], key: str, classes: dict[s
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_json(path, CheckpointError)
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise CheckpointError(f"{path}: unreadable or invalid JSON ({e})") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: unreadable ({e.strerror or e})") from None
 
 
 def _kind(dtype: Any) -> str:

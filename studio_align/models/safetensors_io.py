@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from studio_align.errors import ModelLoadError
+from studio_align.textfiles import read_json_object
 
 _DTYPES: dict[str, np.dtype] = {
     "F64": np.dtype(np.float64),
@@ -118,10 +119,7 @@ class SafetensorsDir(Mapping[str, np.ndarray]):
         d = Path(directory)
         index = d / "model.safetensors.index.json"
         if index.exists():
-            try:
-                weight_map = json.loads(index.read_text("utf-8"))["weight_map"]
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                raise ModelLoadError(f"{index}: invalid index ({type(e).__name__}: {e})") from e
+            weight_map = read_json_object(index, ModelLoadError).get("weight_map")
             if not isinstance(weight_map, dict) or not all(
                 isinstance(v, str) for v in weight_map.values()
             ):

@@ -49,6 +49,7 @@ from studio_align.errors import CheckpointError
 from studio_align.router.calibration import fit_confidence_temperature, scale_confidence
 from studio_align.router.format import encode_plan
 from studio_align.router.router import Router
+from studio_align.textfiles import read_json_object
 
 ENSEMBLE_FILE = "ensemble.json"
 
@@ -58,13 +59,10 @@ def is_ensemble(path: str | Path) -> bool:
 
 
 def _read(f: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads(f.read_text(encoding="utf-8"))
-        if not isinstance(meta, dict) or "members" not in meta:
-            raise KeyError("members")
-    except (OSError, ValueError, KeyError, TypeError) as e:  # ValueError: JSON or UTF-8
-        raise CheckpointError(f"{f}: not a router ensemble ({e})") from None
-    return dict(meta)
+    meta = read_json_object(f, CheckpointError)
+    if "members" not in meta:
+        raise CheckpointError(f"{f}: not a router ensemble (no 'members')")
+    return meta
 
 
 def ensemble_temperature(path: str | Path) -> float:
