@@ -22,7 +22,6 @@ quality-gate verdict, which `load_preference_model(..., require_gate=True)` enfo
 from __future__ import annotations
 
 import json
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import numpy as np
 from flax import nnx
 
 from studio_align.errors import CheckpointError, QualityGateError
+from studio_align.models.npz_state import load_state_npz, save_state_npz
 from studio_align.textfiles import read_json_object
 
 
@@ -175,8 +175,7 @@ def check_quality_gate(accuracy: float, floor: float, *, what: str = "reward mod
 def save_preference_model(model: PreferenceModel, path: str | Path, meta: dict[str, Any]) -> Path:
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    leaves = jax.tree.leaves(nnx.state(model))
-    np.savez(out / "weights.npz", *[np.asarray(x) for x in leaves])
+    save_state_npz(model, out / "weights.npz")
     full = {
         "format": "studio-align/preference-model",
         "version": 1,
@@ -190,25 +189,12 @@ def save_preference_model(model: PreferenceModel, path: str | Path, meta: dict[s
     return out
 
 
-def load_preference_model(
-    path: str | Path, *, require_gate: bool = False
-) -> tuple[PreferenceModel, dict[str, Any]]:
-    """Load a saved model; with `require_gate` a model that failed its gate is refused."""
-    p = Path(path)
-    meta_file, weights_file = p / "meta.json", p / "weights.npz"
-    try:
-        meta = read_json_object(meta_file, CheckpointError)
-        arrays = np.load(weights_file)
-    except FileNotFoundError as e:
-        raise CheckpointError(
-            f"{p}: not a preference model directory ({e.filename} missing)"
-        ) from None
-    except (ValueError, zipfile.BadZipFile) as e:  # truncated, or not an .npz
-        raise CheckpointError(f"{weights_file}: unreadable ({e})") from None
+def _built_from(meta: dict[str, Any], meta_file: Path) -> PreferenceModel:
+    """The untrained model `meta.json` describes."""
     if meta.get("format") != "studio-align/preference-model":
         raise CheckpointError(f"{meta_file}: not a studio-align preference model")
     try:
-        model = PreferenceModel(
+        return PreferenceModel(
             int(meta["dim"]),
             hidden=int(meta["hidden"]),
             creators=[str(c) for c in meta["creators"]],
@@ -219,17 +205,22 @@ def load_preference_model(
         raise CheckpointError(f"{meta_file}: missing key {e.args[0]!r}") from None
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{meta_file}: invalid value ({e})") from None
-    state = nnx.state(model)
-    leaves, treedef = jax.tree.flatten(state)
+
+
+def load_preference_model(
+    path: str | Path, *, require_gate: bool = False
+) -> tuple[PreferenceModel, dict[str, Any]]:
+    """Load a saved model; with `require_gate` a model that failed its gate is refused."""
+    p = Path(path)
+    meta_file, weights_file = p / "meta.json", p / "weights.npz"
     try:
-        loaded = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
-    except (KeyError, ValueError, OSError, zipfile.BadZipFile) as e:
-        raise CheckpointError(f"{weights_file}: unreadable ({e})") from None
-    if len(loaded) != len(leaves) or any(
-        a.shape != b.shape for a, b in zip(loaded, leaves, strict=True)
-    ):
-        raise CheckpointError(f"{p}/weights.npz: does not match the architecture in meta.json")
-    nnx.update(model, jax.tree.unflatten(treedef, [jnp.asarray(a) for a in loaded]))
+        meta = read_json_object(meta_file, CheckpointError)
+        model = _built_from(meta, meta_file)
+        load_state_npz(model, weights_file, built_from="meta.json")
+    except FileNotFoundError as e:
+        raise CheckpointError(
+            f"{p}: not a preference model directory ({e.filename} missing)"
+        ) from None
     if require_gate:
         gate = meta.get("gate") or {}
         if not gate.get("passed", False):

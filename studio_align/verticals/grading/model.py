@@ -17,7 +17,6 @@ mismatch between the two is a `CheckpointError`, not a silent partial load.
 from __future__ import annotations
 
 import json
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import numpy as np
 from flax import nnx
 
 from studio_align.errors import CheckpointError
+from studio_align.models.npz_state import load_state_npz, save_state_npz
 from studio_align.reward_models.color_stats import FEATURE_DIM, color_features
 from studio_align.reward_models.images import as_rgb_image
 from studio_align.textfiles import read_json_object
@@ -122,8 +122,7 @@ class GradingModel:
     def save(self, path: str | Path, **meta: Any) -> Path:
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
-        leaves = jax.tree.leaves(nnx.state(self.policy))
-        np.savez(out / "policy.npz", *[np.asarray(x) for x in leaves])
+        save_state_npz(self.policy, out / "policy.npz")
         full = {
             **self.meta,
             **meta,
@@ -140,19 +139,8 @@ class GradingModel:
         return out
 
     @classmethod
-    def load(cls, path: str | Path) -> GradingModel:
-        p = Path(path)
-        meta_file, policy_file = p / "grading.json", p / "policy.npz"
-        try:
-            meta = read_json_object(meta_file, CheckpointError)
-            arrays = np.load(policy_file)
-        except FileNotFoundError as e:
-            raise CheckpointError(
-                f"{p}: not a grading model ({Path(e.filename).name} missing; "
-                "expected the model/ directory that `studio-align train grading` writes)"
-            ) from None
-        except (ValueError, zipfile.BadZipFile) as e:  # truncated, or not an .npz
-            raise CheckpointError(f"{policy_file}: unreadable ({e})") from None
+    def _built_from(cls, meta: dict[str, Any], meta_file: Path) -> GradingModel:
+        """The untrained model `grading.json` describes (checked against this version)."""
         if meta.get("format") != FORMAT:
             raise CheckpointError(f"{meta_file}: not a studio-align grading model")
         if meta.get("params") != list(PARAM_NAMES):
@@ -161,7 +149,7 @@ class GradingModel:
                 f"parameters {list(PARAM_NAMES)}"
             )
         try:
-            model = cls.create(
+            return cls.create(
                 [str(c) for c in meta["creators"]],
                 hidden=int(meta["hidden"]),
                 thumbnail=int(meta["thumbnail"]),
@@ -171,17 +159,20 @@ class GradingModel:
             raise CheckpointError(f"{meta_file}: missing key {e.args[0]!r}") from None
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{meta_file}: invalid value ({e})") from None
-        state = nnx.state(model.policy)
-        leaves, treedef = jax.tree.flatten(state)
+
+    @classmethod
+    def load(cls, path: str | Path) -> GradingModel:
+        p = Path(path)
+        meta_file, policy_file = p / "grading.json", p / "policy.npz"
         try:
-            loaded = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
-        except (KeyError, ValueError, OSError, zipfile.BadZipFile) as e:
-            raise CheckpointError(f"{policy_file}: unreadable ({e})") from None
-        if len(loaded) != len(leaves) or any(
-            a.shape != b.shape for a, b in zip(loaded, leaves, strict=True)
-        ):
-            raise CheckpointError(f"{policy_file}: does not match the architecture in grading.json")
-        nnx.update(model.policy, jax.tree.unflatten(treedef, [jnp.asarray(a) for a in loaded]))
+            meta = read_json_object(meta_file, CheckpointError)
+            model = cls._built_from(meta, meta_file)
+            load_state_npz(model.policy, policy_file, built_from="grading.json")
+        except FileNotFoundError as e:
+            raise CheckpointError(
+                f"{p}: not a grading model ({Path(e.filename).name} missing; "
+                "expected the model/ directory that `studio-align train grading` writes)"
+            ) from None
         model.meta = meta
         return model
 
