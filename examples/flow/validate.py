@@ -117,6 +117,10 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
         {"learning_rate": 5e-5},
         {"stop_fd_ratio": None, "stop_diversity_ratio": None},
     ),
+    # both bases (5 December): a failed first check keeps no step; bisecting back keeps
+    # the latest step that passes
+    "backtrack": ({}, {"backtrack": True}),
+    "noise0.3+backtrack": ({"noise_level": 0.3}, {"backtrack": True}),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},
