@@ -62,8 +62,9 @@ class GuardConfig(Strict):
     check_samples: int = Field(16, ge=2)
     # on a failed check, bisect the steps since the last passed one for the latest that
     # passes (`flow_grpo(backtrack=)`), instead of keeping the last passed check's weights;
-    # measured effect on validation seed 100: `noir` kept step 6 at win 0.848 against step
-    # 4's 0.875 (docs/experiments/flow-unet-base-alignment.md), so off
+    # measured effect on 8 validation runs over both bases: mean win 0.78 against 0.75, but
+    # twice it kept a step that had gone against the creator (win 0.05 and 0.08 where the
+    # stop keeps the base at 0.5; docs/experiments/flow-64-base-alignment.md), so off
     backtrack: bool = False
 
     @classmethod
