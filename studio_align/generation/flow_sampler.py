@@ -74,7 +74,7 @@ class SDEConfig:
     importance ratio moves on one scale across timesteps (`verticals/flow/policy.py`)."""
 
     steps: int = 8
-    noise_level: float = 0.3  # FlowGRPOConfig's default (its comment says why)
+    noise_level: float = 0.7
     guidance: float = 1.0
     window: int = 0
     ratio_norm: bool = False

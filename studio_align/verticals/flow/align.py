@@ -68,9 +68,7 @@ class FlowGRPOConfig(TrainRunConfig):
     prompts_per_step: int = Field(4, ge=1)
     group_size: int = Field(8, ge=2)
     sde_steps: int = Field(8, ge=1)
-    # SDE noise 0.3 against 0.7: mean win 0.82 against 0.75 over 8 validation runs on both
-    # bases, where 0.7 kept no step in 3 of the 8 (docs/experiments/flow-64-base-alignment.md)
-    noise_level: float = Field(0.3, gt=0)
+    noise_level: float = Field(0.7, gt=0)
     guidance: float = Field(1.0, gt=0)  # 1: CFG-free rollouts (one forward per step)
     sde_window: int = Field(0, ge=0)  # Flow-GRPO-Fast: train on this many SDE steps (0: all)
     ratio_norm: bool = False  # each step's log-ratio on one scale (SDEConfig.ratio_norm)

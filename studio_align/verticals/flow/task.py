@@ -126,7 +126,7 @@ class FlowTask:
         opts = start.state.get("options", {})
         sde = SDEConfig(
             steps=int(opts.get("sde_steps", 8)),
-            noise_level=float(opts.get("noise_level", 0.3)),
+            noise_level=float(opts.get("noise_level", 0.7)),
             guidance=float(opts.get("guidance", 1.0)),
             window=int(opts.get("sde_window", 0)),
             ratio_norm=bool(opts.get("ratio_norm", False)),
