@@ -121,6 +121,8 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     # the latest step that passes
     "backtrack": ({}, {"backtrack": True}),
     "noise0.3+backtrack": ({"noise_level": 0.3}, {"backtrack": True}),
+    # a check also fails when the creator's reward model scores the samples below the base
+    "rewardstop": ({}, {"stop_reward": True}),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},

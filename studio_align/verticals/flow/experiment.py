@@ -116,9 +116,11 @@ QUICKSTART_GUARDS = GuardConfig()
 STOP_NOISE = 4242  # validation noise of the early-stopping check (evaluation uses 1234)
 
 
-def quality_stop(prep: dict[str, Any], guards: GuardConfig) -> Any:
-    """Early-stopping check on validation noise: FD / diversity ratios against the base."""
-    if guards.stop_fd_ratio is None and guards.stop_diversity_ratio is None:
+def quality_stop(prep: dict[str, Any], guards: GuardConfig, creator: str | None = None) -> Any:
+    """Early-stopping check on validation noise: FD / diversity ratios against the base,
+    and with `guards.stop_reward` the `creator`'s reward-model score against the base's."""
+    by_reward = guards.stop_reward and creator is not None
+    if guards.stop_fd_ratio is None and guards.stop_diversity_ratio is None and not by_reward:
         return None
     n = guards.check_samples
     key = f"stop_ref/{n}"
@@ -128,15 +130,23 @@ def quality_stop(prep: dict[str, Any], guards: GuardConfig) -> Any:
         b = generate(prep["base"], TRAIN_TAG_SETS, n, seed=STOP_NOISE)
         flat = b.reshape(-1, *b.shape[2:])
         prep[key] = (scale, feats, frechet_distance(color_features(flat), feats),
-                     diversity(b, scale))  # fmt: skip
-    scale, feats, fd_base, div_base = prep[key]
+                     diversity(b, scale), flat)  # fmt: skip
+    scale, feats, fd_base, div_base, flat_base = prep[key]
+
+    def score(flat: np.ndarray) -> float:
+        return float(prep["scorer"].score_images(list(flat), [creator] * len(flat)).mean())
+
+    reward_base = score(flat_base) if by_reward else 0.0
 
     def stop(model: Any) -> bool:
         a = generate(model, TRAIN_TAG_SETS, n, seed=STOP_NOISE)
-        fd = frechet_distance(color_features(a.reshape(-1, *a.shape[2:])), feats) / fd_base
+        flat = a.reshape(-1, *a.shape[2:])
+        fd = frechet_distance(color_features(flat), feats) / fd_base
         div = diversity(a, scale) / div_base
-        return (guards.stop_fd_ratio is not None and fd > guards.stop_fd_ratio) or (
-            guards.stop_diversity_ratio is not None and div < guards.stop_diversity_ratio
+        return (
+            (guards.stop_fd_ratio is not None and fd > guards.stop_fd_ratio)
+            or (guards.stop_diversity_ratio is not None and div < guards.stop_diversity_ratio)
+            or (by_reward and score(flat) < reward_base)
         )
 
     return stop
@@ -174,7 +184,7 @@ def align(
             ceiling = ceiling_from(scorer, chosen, creator, guards.ceiling_quantile)
             reward_model, extra["ceiling"] = ClippedScorer(scorer, ceiling), ceiling
         g = grpo.model_copy(update={"weights": guards.weights(grpo.weights)})
-        stop = with_monitor(quality_stop(prep, guards), monitor)
+        stop = with_monitor(quality_stop(prep, guards, creator), monitor)
         hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards, creator=creator,
                          context={"aesthetic_model": reward_model, "colour_anchor": prep["anchor"]},
                          run_dir=run_dir, stop=stop, check_every=guards.check_every,
@@ -185,7 +195,7 @@ def align(
         return model, extra
     p = dpo_pairs(sel["candidates"] * 2 - 1, sel["picks"][creator], sel["verticals"],
                   sel["tags"])  # fmt: skip
-    stop = with_monitor(quality_stop(prep, guards), monitor) if dpo.check_every else None
+    stop = with_monitor(quality_stop(prep, guards, creator), monitor) if dpo.check_every else None
     res = flow_dpo(model, base, p, dpo, run_dir=run_dir, stop=stop)
     out = {"pairs": len(p["xw"]), "dpo_accuracy": res.metrics.get("accuracy")}
     if stop is not None:

@@ -39,7 +39,9 @@ class GuardConfig(Strict):
     early stopping when, on validation noise, the Fréchet distance to the pretraining
     data exceeds / the diversity falls below that multiple of the base's (None = off),
     checked every `check_every` steps on `check_samples` samples per training tag set,
-    keeping the last weights that passed.
+    keeping the last weights that passed; `stop_reward`: the same check also fails when the
+    creator's reward model scores those samples lower on average than the base's, so a
+    run whose group advantages led it against its own reward keeps the base.
 
     The defaults are the setting chosen on the validation split for the shipped U-Net
     base (docs/experiments/flow-unet-base-alignment.md, flow-quickstart-stage-timing.md):
@@ -60,6 +62,7 @@ class GuardConfig(Strict):
     stop_diversity_ratio: float | None = Field(0.85, ge=0)
     check_every: int = Field(4, ge=1)
     check_samples: int = Field(16, ge=2)
+    stop_reward: bool = False
     # on a failed check, bisect the steps since the last passed one for the latest that
     # passes (`flow_grpo(backtrack=)`), instead of keeping the last passed check's weights;
     # measured effect on 8 validation runs over both bases: mean win 0.78 against 0.75, but
@@ -70,7 +73,7 @@ class GuardConfig(Strict):
     @classmethod
     def off(cls) -> GuardConfig:
         """No guard at all (unguarded, Flow-GRPO reward-hacks: docs/experiments/flow-grpo-unguarded.md)."""
-        return cls(stop_fd_ratio=None, stop_diversity_ratio=None)
+        return cls(stop_fd_ratio=None, stop_diversity_ratio=None, stop_reward=False)
 
     def weights(self, base: dict[str, float]) -> dict[str, float]:
         w = dict(base)
