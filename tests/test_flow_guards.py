@@ -11,7 +11,12 @@ from studio_align.rewards import Reward
 from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
 from studio_align.verticals.flow.checkpoint import clone
 from studio_align.verticals.flow.data import make_dataset
-from studio_align.verticals.flow.experiment import chosen_images, taste_fd_ratio, with_monitor
+from studio_align.verticals.flow.experiment import (
+    chosen_images,
+    quality_stop,
+    taste_fd_ratio,
+    with_monitor,
+)
 from studio_align.verticals.flow.guards import (
     ClippedScorer,
     ColourAnchor,
@@ -136,3 +141,27 @@ def test_monitor_sees_every_check_and_never_stops_on_its_own():
     assert [check(i) for i in range(2)] == [False, True] and seen[-2:] == [0, 1]
     stop = lambda m: True  # noqa: E731
     assert with_monitor(stop, None) is stop
+
+
+class _Dark(_Linear):
+    """The stand-in reward model of a creator who wants darker frames."""
+
+    def score_images(self, images, creators=None):
+        return -super().score_images(images, creators)
+
+
+def test_reward_check_stops_a_model_its_reward_model_scores_below_the_base():
+    base, moved = tiny_model(0), tiny_model(0, perturb=0.3)
+    data = make_dataset(32, seed=0, size=8)[0].astype(np.float32) / 255.0
+    off = {"stop_fd_ratio": None, "stop_diversity_ratio": None, "check_samples": 2}
+    assert quality_stop({"data": data, "base": base}, GuardConfig(**off)) is None
+    verdicts = []
+    for scorer in (_Linear(), _Dark()):
+        prep = {"data": data, "base": base, "scorer": scorer}
+        stop = quality_stop(prep, GuardConfig(**off, stop_reward=True), "lumen")
+        assert stop(base) is False  # the base itself never scores below the base
+        verdicts.append(stop(moved))
+    # the moved model is brighter or darker than the base: exactly one taste rejects it
+    assert sorted(verdicts) == [False, True]
+    # without a creator the reward check is off (the check is per creator)
+    assert quality_stop(prep, GuardConfig(**off, stop_reward=True)) is None
