@@ -123,6 +123,8 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     "noise0.3+backtrack": ({"noise_level": 0.3}, {"backtrack": True}),
     # a check also fails when the creator's reward model scores the samples below the base
     "rewardstop": ({}, {"stop_reward": True}),
+    # four times the samples per step (a less noisy group advantage), same steps and lr
+    "pps16": ({"prompts_per_step": 16}, {}),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},
