@@ -99,21 +99,17 @@ class Learner:
         """The log's complete lines from `offset` (up to `stop`), chunk by chunk, each with
         the offset after it."""
         while stop is None or offset < stop:
-            cap = None if stop is None else stop - offset
-            events, end = self._read(
-                offset, CHUNK_BYTES if cap is None else min(CHUNK_BYTES, cap), cap
-            )
+            events, end = self._read(offset, None if stop is None else stop - offset)
             if end == offset:
                 return
             yield events, end
             offset = end
 
-    def _read(
-        self, offset: int, limit: int = CHUNK_BYTES, cap: int | None = None
-    ) -> tuple[list[dict[str, Any]], int]:
-        """The complete lines in `limit` bytes from `offset`, and the offset after them. A
-        line longer than `limit` is read to its end (never past `cap` bytes), or following
-        the log would stop at it for good."""
+    def _read(self, offset: int, cap: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The complete lines in one chunk (`CHUNK_BYTES`, at most `cap`) from `offset`, and
+        the offset after them. A line longer than the chunk is read to its end (never past
+        `cap` bytes), or following the log would stop at it for good."""
+        limit = CHUNK_BYTES if cap is None else min(CHUNK_BYTES, cap)
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
