@@ -16,6 +16,7 @@ from studio_align.algorithms.flow import (
     sde_mean,
     sde_std,
     step_logprob,
+    velocity_anchor,
 )
 
 
@@ -38,6 +39,12 @@ def test_diffusion_dpo_is_log2_at_the_reference():
     e = jnp.array([0.3, 0.1, 0.7])
     loss, _ = diffusion_dpo_loss(e, e[::-1], e, e[::-1], beta=5000.0)
     assert float(loss) == pytest.approx(math.log(2.0), rel=1e-6)
+
+
+def test_velocity_anchor_is_the_per_sample_pixel_mean_of_the_squared_difference():
+    v = jnp.array([[[1.0, 2.0], [3.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]]])
+    ref = jnp.array([[[1.0, 0.0], [3.0, 2.0]], [[0.0, 0.0], [0.0, 0.0]]])
+    np.testing.assert_allclose(np.asarray(velocity_anchor(v, ref)), [2.0, 0.0])  # (4 + 4) / 4
 
 
 def test_rectified_flow_loss_zero_at_the_true_velocity():

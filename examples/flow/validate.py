@@ -142,6 +142,10 @@ DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     # a slower Diffusion-DPO under the same stop, so a check sees a model near the last one
     "dpo-lr1e-5+check10": {"learning_rate": 1e-5, "check_every": 10},
     "dpo-lr2e-5+check10": {"learning_rate": 2e-5, "check_every": 10},
+    # the velocity anchor to the reference (FlowDPOConfig.anchor), a KL to the base
+    "dpo+anchor500": {"anchor": 500.0},
+    "dpo+anchor2000": {"anchor": 2000.0},
+    "dpo+anchor8000": {"anchor": 8000.0},
 }
 
 

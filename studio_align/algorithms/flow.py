@@ -70,6 +70,15 @@ def diffusion_dpo_loss(
     }
 
 
+def velocity_anchor(v: Array, v_ref: Array) -> Array:
+    """Per-sample mean squared difference [B] between two models' velocities on the same
+    noisy input. For an SDE step of variance s^2 dt both models share, the KL between
+    their transitions is `||drift difference||^2 dt / (2 s^2)`, so this is the per-pixel KL
+    to the reference up to a time-dependent factor: Diffusion-DPO's sigmoid only ranks
+    e_w - e_l, and the anchor is what keeps both errors near the reference's."""
+    return jnp.mean((v - v_ref) ** 2, axis=tuple(range(1, v.ndim)))
+
+
 def sde_std(t: Array, dt: Array, *, noise_level: float, t_cap: float) -> Array:
     """Std of one SDE step from t with step dt < 0: `a sqrt(t/(1-t)) sqrt(-dt)`."""
     tc = jnp.minimum(t, t_cap)

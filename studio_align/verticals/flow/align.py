@@ -24,7 +24,12 @@ import numpy as np
 from flax import nnx
 from pydantic import Field, model_validator
 
-from studio_align.algorithms.flow import diffusion_dpo_loss, interpolate, velocity_error
+from studio_align.algorithms.flow import (
+    diffusion_dpo_loss,
+    interpolate,
+    velocity_anchor,
+    velocity_error,
+)
 from studio_align.config import Strict, refuse_moved
 from studio_align.errors import ConfigError
 from studio_align.generation.flow_sampler import SDEConfig
@@ -212,6 +217,8 @@ class FlowDPOConfig(Strict):
     # measured effect of 10 and 20 on validation seed 100: no creator within all goals (lumen
     # FD 1.41x or the base kept, noir win 0.72; docs/experiments/flow-unet-base-alignment.md)
     check_every: int | None = Field(None, ge=1)
+    # weight of the velocity anchor to the reference (`make_dpo_loss`); 0: plain Diffusion-DPO
+    anchor: float = Field(0.0, ge=0)
 
 
 def dpo_pairs(
@@ -247,23 +254,34 @@ class DPOBatches:
         return b
 
 
-def make_dpo_loss(reference: Any, *, beta: float) -> Any:
-    """`train_loop` loss for Diffusion-DPO against the frozen `reference`."""
+def make_dpo_loss(reference: Any, *, beta: float, anchor: float = 0.0) -> Any:
+    """`train_loop` loss for Diffusion-DPO against the frozen `reference`; `anchor` > 0
+    adds that weight times the velocity anchor to the reference (`velocity_anchor`,
+    averaged over both images of each pair) to the loss, reported as `anchor`."""
     ref_graphdef, ref_state = nnx.split(reference)
 
-    def errors(m: Any, batch: Mapping[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        out = []
-        for key in ("xw", "xl"):
-            x_t = interpolate(batch[key], batch["noise"], batch["t"])
-            v = m(x_t, batch["t"], batch["vertical"], batch["tags"])
-            out.append(velocity_error(v, batch[key], batch["noise"]))
-        return out[0], out[1]
+    def velocities(m: Any, batch: Mapping[str, jax.Array]) -> list[jax.Array]:
+        return [
+            m(interpolate(batch[k], batch["noise"], batch["t"]), batch["t"],
+              batch["vertical"], batch["tags"])
+            for k in ("xw", "xl")
+        ]  # fmt: skip
+
+    def errors(vs: list[jax.Array], batch: Mapping[str, jax.Array]) -> list[jax.Array]:
+        return [velocity_error(vs[0], batch["xw"], batch["noise"]),
+                velocity_error(vs[1], batch["xl"], batch["noise"])]  # fmt: skip
 
     def loss_fn(model: Any, batch: Mapping[str, jax.Array]) -> tuple[jax.Array, dict]:
-        ref = nnx.merge(ref_graphdef, ref_state)
-        rw, rl = jax.lax.stop_gradient(errors(ref, batch))
-        ew, el = errors(model, batch)
-        return diffusion_dpo_loss(ew, el, rw, rl, beta=beta)
+        ref_v = jax.lax.stop_gradient(velocities(nnx.merge(ref_graphdef, ref_state), batch))
+        vs = velocities(model, batch)
+        (ew, el), (rw, rl) = errors(vs, batch), errors(ref_v, batch)
+        loss, metrics = diffusion_dpo_loss(ew, el, rw, rl, beta=beta)
+        if anchor > 0:
+            drift = 0.5 * (velocity_anchor(vs[0], ref_v[0]) + velocity_anchor(vs[1], ref_v[1]))
+            metrics["anchor"] = drift.mean()
+            loss = loss + anchor * metrics["anchor"]
+            metrics["loss"] = loss
+        return loss, metrics
 
     return loss_fn
 
@@ -291,7 +309,7 @@ def flow_dpo(
         }
     )
     batches = DPOBatches(pairs, cfg.batch_size, cfg.seed)
-    loss_fn = make_dpo_loss(reference, beta=cfg.beta)
+    loss_fn = make_dpo_loss(reference, beta=cfg.beta, anchor=cfg.anchor)
     if stop is None or cfg.check_every is None:
         return train_loop(model, run, supervised(loss_fn, batches), name="flow_dpo")
     guard = LastPassed(model, stop, cfg.check_every, cfg.steps)
