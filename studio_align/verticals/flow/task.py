@@ -13,7 +13,8 @@
   compiled `selection_pairs` (chosen image ≻ each unchosen one, images read from disk,
   condition from the prompt; `[model] options.creator` keeps one creator's pairs), the
   reference = the starting weights, `dpo.beta` as Diffusion-DPO's beta (thousands: the
-  velocity errors are per-pixel means). `diffusion_dpo` is the same for library callers.
+  velocity errors are per-pixel means), `[model] options.dpo_anchor` as
+  `FlowDPOConfig.anchor` (the velocity anchor to the reference; default 0). `diffusion_dpo` is the same for library callers.
 - `evaluate`: diversity and Fréchet-distance ratios against the packaged base on the
   held-out tag sets; with a judge (`[model] options.judge`, a reward taken by name from
   the plugin host, and `options.creators`), per creator also the paired win rate under
@@ -152,11 +153,15 @@ class FlowTask:
                 f"dpo.loss_type: task 'flow' trains Diffusion-DPO (loss_type = \"sigmoid\"), "
                 f"not {dpo.loss_type!r}"
             )
-        creator = start.state.get("options", {}).get("creator")
+        opts = start.state.get("options", {})
+        anchor = opts.get("dpo_anchor", 0.0)
+        if isinstance(anchor, bool) or not isinstance(anchor, int | float) or anchor < 0:
+            raise ConfigError(f"model.options.dpo_anchor: a number >= 0, not {anchor!r}")
         size = start.model.cfg.image_size
+        creator = opts.get("creator")
         pairs = image_pairs(records, size=size, creator=creator)
         assert pairs is not None  # allow_empty=False raises instead
-        loss_fn = make_dpo_loss(start.reference, beta=dpo.beta)
+        loss_fn = make_dpo_loss(start.reference, beta=dpo.beta, anchor=float(anchor))
         held = image_pairs(heldout, size=size, creator=creator, allow_empty=True)
         eval_fn = None
         if held is not None:
