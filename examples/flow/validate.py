@@ -129,6 +129,8 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     "pps16x2": ({"prompts_per_step": 16, "steps": 2, "learning_rate": 4e-5}, {}),
     # the stop's check on 32 samples per tag set (the default 16): a less noisy FD estimate
     "check32": ({}, {"check_samples": 32}),
+    # the stop asked every 2 steps (the default 4): a run whose step 4 fails keeps step 2
+    "check2": ({}, {"check_every": 2}),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},
