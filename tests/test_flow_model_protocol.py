@@ -75,23 +75,29 @@ def test_an_unregistered_class_is_one_clear_error(tmp_path):
         save_flow(Mine(), tmp_path)
 
 
+def _bright_over_dark(n: int = 32) -> tuple[dict, dict]:
+    """n pairs of 8x8 images, a bright one chosen over a dark one, and a fixed batch of
+    them (noise, t) to score losses on."""
+    rng = np.random.default_rng(0)
+    verts, tags = conds(n, seed=2)
+    xw = np.clip(rng.normal(0.5, 0.2, (n, 8, 8, 3)), -1, 1).astype(np.float32)
+    xl = np.clip(rng.normal(-0.5, 0.2, (n, 8, 8, 3)), -1, 1).astype(np.float32)
+    pairs = {"xw": xw, "xl": xl, "vertical": verts, "tags": tags}
+    batch = {**pairs, "noise": rng.standard_normal(xw.shape).astype(np.float32),
+             "t": rng.uniform(0.2, 0.8, n).astype(np.float32)}  # fmt: skip
+    return pairs, batch
+
+
 @pytest.mark.slow  # trains twice (~1 min on a busy 2-core VM)
 @pytest.mark.parametrize("arch", ["dit", "unet"])
 def test_diffusion_dpo_prefers_the_chosen_images(arch, tmp_path):
     """DPO on pairs (bright chosen over dark) raises the implicit reward margin."""
     base = tiny_model(0, arch=arch)
     model = clone(base)
-    rng = np.random.default_rng(0)
-    n = 32
-    verts, tags = conds(n, seed=2)
-    xw = np.clip(rng.normal(0.5, 0.2, (n, 8, 8, 3)), -1, 1).astype(np.float32)
-    xl = np.clip(rng.normal(-0.5, 0.2, (n, 8, 8, 3)), -1, 1).astype(np.float32)
-    pairs = {"xw": xw, "xl": xl, "vertical": verts, "tags": tags}
+    pairs, batch = _bright_over_dark()
     cfg = FlowDPOConfig(steps=30, batch_size=16, learning_rate=3e-3, beta=500.0, seed=0)
     res = flow_dpo(model, base, pairs, cfg, run_dir=tmp_path / "dpo")
     loss_fn = make_dpo_loss(base, beta=cfg.beta)
-    batch = {**pairs, "noise": rng.standard_normal(xw.shape).astype(np.float32),
-             "t": rng.uniform(0.2, 0.8, n).astype(np.float32)}  # fmt: skip
     before, _ = loss_fn(base, batch)
     after, _ = loss_fn(model, batch)
     assert float(after) < float(before) - 0.05 and res.step == 30
@@ -103,14 +109,8 @@ def test_the_velocity_anchor_keeps_diffusion_dpo_near_its_reference(tmp_path):
     model's velocities less from the reference's on fresh noise, and it still learns the
     preference (its DPO loss falls)."""
     base = tiny_model(0, arch="unet")
-    rng = np.random.default_rng(0)
-    n = 32
-    verts, tags = conds(n, seed=2)
-    xw = np.clip(rng.normal(0.5, 0.2, (n, 8, 8, 3)), -1, 1).astype(np.float32)
-    xl = np.clip(rng.normal(-0.5, 0.2, (n, 8, 8, 3)), -1, 1).astype(np.float32)
-    pairs = {"xw": xw, "xl": xl, "vertical": verts, "tags": tags}
-    batch = {**pairs, "noise": rng.standard_normal(xw.shape).astype(np.float32),
-             "t": rng.uniform(0.2, 0.8, n).astype(np.float32)}  # fmt: skip
+    pairs, batch = _bright_over_dark()
+    verts, tags = pairs["vertical"], pairs["tags"]
     plain = make_dpo_loss(base, beta=500.0)
     moved = clone(base)
     flow_dpo(moved, base, pairs, FlowDPOConfig(steps=5, batch_size=16, learning_rate=3e-3,
@@ -120,7 +120,9 @@ def test_the_velocity_anchor_keeps_diffusion_dpo_near_its_reference(tmp_path):
     assert float(a) == float(b) and "anchor" not in m
 
     def drift(model):
-        x = interpolate(jnp.asarray(xw), jnp.asarray(batch["noise"]), jnp.asarray(batch["t"]))
+        x = interpolate(
+            jnp.asarray(pairs["xw"]), jnp.asarray(batch["noise"]), jnp.asarray(batch["t"])
+        )
         t = jnp.asarray(batch["t"])
         return float(velocity_anchor(model(x, t, verts, tags), base(x, t, verts, tags)).mean())
 
