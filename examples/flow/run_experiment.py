@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--dpo-steps", type=int, default=None, help="Diffusion-DPO steps")
     ap.add_argument("--dpo-lr", type=float, default=None, help="Diffusion-DPO learning rate")
     ap.add_argument("--dpo-beta", type=float, default=None, help="Diffusion-DPO beta")
+    ap.add_argument("--dpo-anchor-ladder", type=float, nargs="+", default=None,
+                    help="Diffusion-DPO anchor weights tried in turn (FlowDPOConfig.anchor_ladder)")  # fmt: skip
     ap.add_argument("--no-guards", action="store_true", help="GuardConfig.off()")
     ap.add_argument("--diversity", type=float, default=None, help="flow_diversity weight")
     ap.add_argument("--anchor", type=float, default=None, help="flow_anchor weight")
@@ -80,7 +82,12 @@ def main() -> None:
             algorithms=args.algorithms,
             grpo=grpo,
             dpo=FlowDPOConfig(
-                **given(steps=args.dpo_steps, learning_rate=args.dpo_lr, beta=args.dpo_beta)
+                **given(
+                    steps=args.dpo_steps,
+                    learning_rate=args.dpo_lr,
+                    beta=args.dpo_beta,
+                    anchor_ladder=args.dpo_anchor_ladder,
+                )
             ),
             guards=guards,
             **given(base_path=args.base),

@@ -150,6 +150,8 @@ DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo+anchor500": {"anchor": 500.0},
     "dpo+anchor2000": {"anchor": 2000.0},
     "dpo+anchor8000": {"anchor": 8000.0},
+    # anchors 0, 2000, 8000 in turn until the quality stop (FD 1.25x, diversity 0.85x) passes
+    "dpo+ladder": {"anchor_ladder": [0.0, 2000.0, 8000.0]},
 }
 
 

@@ -217,11 +217,24 @@ class FlowDPOConfig(Strict):
     # measured effect of 10 and 20 on validation seed 100: no creator within all goals (lumen
     # FD 1.41x or the base kept, noir win 0.72; docs/experiments/flow-unet-base-alignment.md)
     check_every: int | None = Field(None, ge=1)
+    # anchors tried in order, each from the starting weights, until the experiment's quality
+    # stop passes the trained model (`flow_dpo`); None: `anchor` alone
+    anchor_ladder: list[float] | None = None
     # weight of the velocity anchor to the reference (`make_dpo_loss`); 0: plain Diffusion-DPO.
     # Measured effect of 2000 on validation seeds 101-102: lumen FD 3.30x / 2.60x -> 0.98x /
     # 1.28x at the same win, noir win 0.74 / 0.85 -> 0.55 / 0.58
     # (docs/experiments/flow-dpo-velocity-anchor.md)
     anchor: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_stop(self) -> FlowDPOConfig:
+        if self.anchor_ladder is not None and self.check_every is not None:
+            raise ValueError("anchor_ladder and check_every: choose one way to stop")
+        if self.anchor_ladder is not None and (
+            not self.anchor_ladder or min(self.anchor_ladder) < 0
+        ):
+            raise ValueError("anchor_ladder: one or more weights >= 0")
+        return self
 
 
 def dpo_pairs(
@@ -295,7 +308,24 @@ def flow_dpo(
 ) -> TrainResult:  # fmt: skip
     """Diffusion-DPO of `model` in place against `reference` through `train_loop`;
     `stop(model)` (early stopping, as in `flow_grpo`) is asked every `cfg.check_every`
-    steps, and a stop keeps the last weights that passed (`LastPassed`)."""
+    steps, and a stop keeps the last weights that passed (`LastPassed`).
+
+    With `cfg.anchor_ladder` and a `stop`, each anchor weight in turn trains from the
+    starting weights and `stop` judges the result once; the first that passes is kept,
+    and if none does the starting weights are (the last record's `anchor_kept` says
+    which, -1 for none)."""
+    if cfg.anchor_ladder is not None and stop is not None:
+        start = jax.tree.map(jnp.array, nnx.state(model))
+        for w in cfg.anchor_ladder:
+            nnx.update(model, start)
+            rung = cfg.model_copy(update={"anchor": w, "anchor_ladder": None})
+            res = flow_dpo(model, reference, pairs, rung, run_dir=Path(run_dir) / f"anchor{w:g}")
+            if not stop(model):
+                res.history[-1] = {**res.history[-1], "anchor_kept": w}
+                return res
+        nnx.update(model, start)
+        res.history[-1] = {**res.history[-1], "anchor_kept": -1.0}
+        return res
     run = TrainRunConfig.model_validate(
         {
             "run_dir": Path(run_dir),

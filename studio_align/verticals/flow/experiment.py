@@ -195,11 +195,14 @@ def align(
         return model, extra
     p = dpo_pairs(sel["candidates"] * 2 - 1, sel["picks"][creator], sel["verticals"],
                   sel["tags"])  # fmt: skip
-    stop = with_monitor(quality_stop(prep, guards, creator), monitor) if dpo.check_every else None
+    guarded = dpo.check_every is not None or dpo.anchor_ladder is not None
+    stop = with_monitor(quality_stop(prep, guards, creator), monitor) if guarded else None
     res = flow_dpo(model, base, p, dpo, run_dir=run_dir, stop=stop)
     out = {"pairs": len(p["xw"]), "dpo_accuracy": res.metrics.get("accuracy")}
-    if stop is not None:
+    if stop is not None and dpo.check_every is not None:
         out["steps_kept"] = res.history[-1].get("early_stop_kept", float(dpo.steps))
+    if stop is not None and dpo.anchor_ladder is not None:
+        out["anchor_kept"] = res.history[-1]["anchor_kept"]
     return model, out
 
 
