@@ -162,3 +162,43 @@ def test_diffusion_dpo_early_stop_keeps_the_last_check_that_passed(tmp_path):
     for a, b in zip(kept, seen[0], strict=True):
         np.testing.assert_array_equal(a, b)
     assert any(not np.array_equal(a, b) for a, b in zip(kept, seen[1], strict=True))
+
+
+@pytest.mark.slow  # trains the tiny model up to five times
+def test_the_anchor_ladder_keeps_the_first_weight_the_stop_passes(tmp_path):
+    """Rungs train from the starting weights: the one kept equals a plain run at its
+    weight; when every rung fails, the starting weights are kept."""
+    base = tiny_model(0)
+    pairs, _ = _bright_over_dark(16)
+    kw = {"steps": 4, "batch_size": 8, "learning_rate": 3e-3, "beta": 500.0}
+    seen: list[int] = []
+
+    def second_passes(m):
+        seen.append(1)
+        return len(seen) < 2  # True = stop: the first rung fails, the second passes
+
+    model = clone(base)
+    cfg = FlowDPOConfig(**kw, anchor_ladder=[0.0, 50.0, 400.0])
+    res = flow_dpo(model, base, pairs, cfg, run_dir=tmp_path / "l", stop=second_passes)
+    assert res.history[-1]["anchor_kept"] == 50.0 and len(seen) == 2
+    plain = clone(base)
+    flow_dpo(plain, base, pairs, FlowDPOConfig(**kw, anchor=50.0), run_dir=tmp_path / "p")
+    leaves = lambda m: jax.tree.leaves(nnx.state(m, nnx.Param))  # noqa: E731
+    for a, b in zip(leaves(model), leaves(plain), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+
+    model = clone(base)
+    cfg = FlowDPOConfig(**kw, anchor_ladder=[0.0, 50.0])
+    res = flow_dpo(model, base, pairs, cfg, run_dir=tmp_path / "n", stop=lambda m: True)
+    assert res.history[-1]["anchor_kept"] == -1.0
+    for a, b in zip(leaves(model), leaves(base), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_an_anchor_ladder_is_one_way_to_stop():
+    with pytest.raises(ValueError, match="choose one way to stop"):
+        FlowDPOConfig(anchor_ladder=[0.0, 2000.0], check_every=10)
+    with pytest.raises(ValueError, match="one or more weights >= 0"):
+        FlowDPOConfig(anchor_ladder=[])
+    with pytest.raises(ValueError, match="one or more weights >= 0"):
+        FlowDPOConfig(anchor_ladder=[-1.0])

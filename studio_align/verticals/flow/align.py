@@ -315,9 +315,9 @@ def flow_dpo(
     and if none does the starting weights are (the last record's `anchor_kept` says
     which, -1 for none)."""
     if cfg.anchor_ladder is not None and stop is not None:
-        start = jax.tree.map(jnp.array, nnx.state(model))
+        start = jax.tree.map(jnp.copy, nnx.state(model))
         for w in cfg.anchor_ladder:
-            nnx.update(model, start)
+            nnx.update(model, jax.tree.map(jnp.copy, start))  # training donates the buffers
             rung = cfg.model_copy(update={"anchor": w, "anchor_ladder": None})
             res = flow_dpo(model, reference, pairs, rung, run_dir=Path(run_dir) / f"anchor{w:g}")
             if not stop(model):
