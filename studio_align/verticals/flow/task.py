@@ -14,7 +14,8 @@
   condition from the prompt; `[model] options.creator` keeps one creator's pairs), the
   reference = the starting weights, `dpo.beta` as Diffusion-DPO's beta (thousands: the
   velocity errors are per-pixel means), `[model] options.dpo_anchor` as
-  `FlowDPOConfig.anchor` (the velocity anchor to the reference; default 0). `diffusion_dpo` is the same for library callers.
+  `FlowDPOConfig.anchor` (the velocity anchor to the reference; default 0).
+  `diffusion_dpo` is the same for library callers.
 - `evaluate`: diversity and Fréchet-distance ratios against the packaged base on the
   held-out tag sets; with a judge (`[model] options.judge`, a reward taken by name from
   the plugin host, and `options.creators`), per creator also the paired win rate under
