@@ -37,6 +37,18 @@
   (indirect: "is it possible to..."), `codeswitch` (English and Chinese inside one
   clause), `spec` (key: value briefs) and `traditional` (Traditional Chinese).
   An evaluation set: never used to choose a setting.
+- `handwritten_v4`: 55 requests (33 English or other languages, 22 Chinese or Japanese)
+  written on 6 December 2026 before any tuning (the last 15, all Chinese, were added to
+  balance the languages before any model saw them), in the way people type to generation tools rather than
+  to a person: `mj_prompt` (Midjourney prompts with `--ar`), `sd_tags` (Stable Diffusion
+  tag lists, weights, negative prompts), `json`, `key_value` and `markdown_brief`
+  (structured briefs), `url`, `roleplay` ("You are a world-class photographer..."),
+  `jargon` (i2v, t2v, tts, bgm), `cantonese`, `pinyin`, and other languages (Japanese,
+  Spanish, French, German). An evaluation set: never used to choose a setting (the
+  defaults' misses on it were seen before `handwritten_val5` was written).
+- `handwritten_val5`: 64 validation requests (34 English or other languages, 30 Chinese)
+  in the styles of `handwritten_v4`, with different requests (and Korean), written after
+  it. Validation only, never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -59,9 +71,17 @@ SETS = (
     "handwritten_val2",
     "handwritten_val3",
     "handwritten_val4",
+    "handwritten_v4",
+    "handwritten_val5",
 )
-VAL_SETS = ("handwritten_val", "handwritten_val2", "handwritten_val3", "handwritten_val4")
-EVAL_SETS = ("handwritten_v1", "handwritten_v2", "handwritten_v3")
+VAL_SETS = (
+    "handwritten_val",
+    "handwritten_val2",
+    "handwritten_val3",
+    "handwritten_val4",
+    "handwritten_val5",
+)
+EVAL_SETS = ("handwritten_v1", "handwritten_v2", "handwritten_v3", "handwritten_v4")
 
 
 def path(name: str) -> Path:
