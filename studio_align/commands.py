@@ -16,6 +16,11 @@ Design choices:
 * What a plugin adds is kept per plugin host (the root group asks the invocation's host),
   so two invocations in one process with different `--plugin`s never see each other's
   commands.
+* A command module imports only what its options need (click, JAX-free configs); the
+  library functions its body calls are `deferred("module:attribute")` references,
+  imported when the command runs. So a command's own `--help`, and an option it
+  refuses, answer without importing JAX (about 2-4 s of CPU here;
+  `tests/test_plugins_cli.py::test_help_imports_no_jax` checks every command).
 * This module sits below the products (click and the config loader only), so a
   product's `commands.py` can share `run_config_options` and `echo_result` without
   importing the CLI package above it.
@@ -37,6 +42,28 @@ from studio_align.config import load_config
 from studio_align.errors import PluginError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def resolve(target: str) -> Any:
+    """The object `"module:attribute"` names (the attribute may be dotted: `Class.method`),
+    imported now."""
+    module, _, path = target.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def deferred(target: str) -> Callable[..., Any]:
+    """A stand-in for the function `target` names (`resolve`), imported on the first call:
+    what a command's body calls, so that its module imports no JAX."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return resolve(target)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = target.rpartition(":")[2]
+    call.__doc__ = f"`{target}`, imported when first called."
+    return call
 
 
 @dataclass(frozen=True)

@@ -254,13 +254,26 @@ def test_core_commands_and_product_commands(runner):
 
 
 def test_help_imports_no_jax():
-    """`--help`, `plugins list` and every `config show` form import no JAX (nor torch)."""
+    """`--help`, every command's own `--help` (the built-in plugins' included), `plugins
+    list` and every `config show` form import no JAX (nor torch): a command's module
+    defers the library calls of its body (`commands.deferred`)."""
     code = (
         "import sys\n"
+        "import click\n"
         "from studio_align.cli import main\n"
         "from studio_align.cli.config_cmd import RUN_CONFIGS\n"
         "shows = [['config', 'show', k, *j] for k in sorted(RUN_CONFIGS) for j in ([], ['--json'])]\n"
-        "for args in (['--help'], ['plugins', 'list'], ['train', '--help'], *shows):\n"
+        "helps = []\n"
+        "ctx = main.make_context('studio-align', ['--help'], resilient_parsing=True)\n"
+        "with ctx:\n"
+        "    for name in main.list_commands(ctx):\n"
+        "        cmd = main.get_command(ctx, name)\n"
+        "        helps.append([name, '--help'])\n"
+        "        if isinstance(cmd, click.Group):\n"
+        "            sub = click.Context(cmd, parent=ctx, info_name=name)\n"
+        "            helps += [[name, c, '--help'] for c in cmd.list_commands(sub)]\n"
+        "assert len(helps) > 30, helps\n"
+        "for args in (['--help'], ['plugins', 'list'], *helps, *shows):\n"
         "    try:\n"
         "        main(args)\n"
         "    except SystemExit as e:\n"

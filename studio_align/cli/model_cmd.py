@@ -16,7 +16,10 @@ from pathlib import Path
 
 import click
 
-from studio_align.models.hf import export_hf, load_hf
+from studio_align.commands import deferred
+
+export_hf = deferred("studio_align.models.hf:export_hf")
+load_hf = deferred("studio_align.models.hf:load_hf")
 
 
 @click.command("inspect-hf")

@@ -8,9 +8,11 @@ from pathlib import Path
 import click
 
 from studio_align.cli import main
+from studio_align.commands import deferred
 from studio_align.config import apply_overrides, validate
 from studio_align.quickstart.config import QuickstartConfig
-from studio_align.quickstart.pipeline import run_quickstart
+
+run_quickstart = deferred("studio_align.quickstart.pipeline:run_quickstart")
 
 
 @main.command("quickstart")

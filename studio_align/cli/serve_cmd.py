@@ -12,9 +12,11 @@ import os
 
 import click
 
+from studio_align.commands import deferred
 from studio_align.config import apply_overrides, read_toml, validate
-from studio_align.serving.app import ServeConfig
-from studio_align.serving.server import serve as run
+from studio_align.serving.settings import ServeConfig
+
+run = deferred("studio_align.serving.server:serve")
 
 
 @click.group("serve")

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import click
 
-from studio_align.commands import echo_result, load_run_config, run_config_options
-from studio_align.training.sft import SFTConfig, train_sft
+from studio_align.commands import deferred, echo_result, load_run_config, run_config_options
+from studio_align.training.sft_config import SFTConfig
+
+train_sft = deferred("studio_align.training.sft:train_sft")
 
 
 @click.command("sft")

@@ -11,10 +11,14 @@ from typing import Any
 
 import click
 
-from studio_align.commands import echo_result, load_run_config, run_config_options
-from studio_align.training.dpo import DPORunConfig, train_dpo
-from studio_align.training.grpo_run import GRPORunConfig, train_grpo
-from studio_align.training.kto import KTORunConfig, train_kto
+from studio_align.commands import deferred, echo_result, load_run_config, run_config_options
+from studio_align.training.dpo_config import DPORunConfig
+from studio_align.training.grpo_run_config import GRPORunConfig
+from studio_align.training.kto_config import KTORunConfig
+
+train_dpo = deferred("studio_align.training.dpo:train_dpo")
+train_grpo = deferred("studio_align.training.grpo_run:train_grpo")
+train_kto = deferred("studio_align.training.kto:train_kto")
 
 
 def _rounded(d: dict[str, Any]) -> dict[str, float]:

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import click
 
-from studio_align.commands import echo_result, load_run_config, run_config_options
-from studio_align.training.distill import DistillRunConfig, train_distill
-from studio_align.training.ppo import PPORunConfig, train_ppo
+from studio_align.commands import deferred, echo_result, load_run_config, run_config_options
+from studio_align.training.distill_config import DistillRunConfig
+from studio_align.training.ppo_config import PPORunConfig
+
+train_distill = deferred("studio_align.training.distill:train_distill")
+train_ppo = deferred("studio_align.training.ppo:train_ppo")
 
 
 def _rounded(d: dict[str, float]) -> dict[str, float]:

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import click
 
-from studio_align.commands import echo_result, load_run_config, run_config_options
-from studio_align.reward_models.train import RewardTrainConfig, train_reward
+from studio_align.commands import deferred, echo_result, load_run_config, run_config_options
+from studio_align.reward_models.config import RewardTrainConfig
+
+train_reward = deferred("studio_align.reward_models.train:train_reward")
 
 
 @click.command("reward")

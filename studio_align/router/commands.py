@@ -15,14 +15,19 @@ from typing import Any
 
 import click
 
+from studio_align.commands import deferred
 from studio_align.config import apply_overrides, read_toml, validate
 from studio_align.errors import CheckpointError
 from studio_align.jsonsafe import json_safe
-from studio_align.router.checkpoint_calibrate import calibrate_checkpoint
-from studio_align.router.checkpoint_eval import evaluate_checkpoint
-from studio_align.router.ensemble import check_members, save_ensemble
-from studio_align.router.from_logs import FromLogsConfig, train_router_from_logs
-from studio_align.router.router import Router, load_router_meta
+from studio_align.router.settings import FromLogsConfig
+
+calibrate_checkpoint = deferred("studio_align.router.checkpoint_calibrate:calibrate_checkpoint")
+evaluate_checkpoint = deferred("studio_align.router.checkpoint_eval:evaluate_checkpoint")
+check_members = deferred("studio_align.router.ensemble:check_members")
+save_ensemble = deferred("studio_align.router.ensemble:save_ensemble")
+train_router_from_logs = deferred("studio_align.router.from_logs:train_router_from_logs")
+load_router = deferred("studio_align.router.router:Router.load")
+load_router_meta = deferred("studio_align.router.router:load_router_meta")
 
 
 @click.command("router")
@@ -90,7 +95,7 @@ def ensemble_router(routers: tuple[Path, ...], out: Path) -> None:
     if any(c != catalogs[0] for c in catalogs):
         raise CheckpointError(f"{routers[0]} and the other routers route over different catalogs")
     for r in routers:  # a damaged member is refused now, not when the ensemble is first used
-        Router.load(r)
+        load_router(r)
     d = save_ensemble(routers, out)
     click.echo(f"wrote {d}: {len(routers)} members")
 

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import click
 
+from studio_align.commands import deferred
 from studio_align.errors import DataError
 from studio_align.simulate.flow.creators import CREATORS
-from studio_align.simulate.flow.selections import collect_selections
-from studio_align.simulate.grading.platform import write_platform_demo
-from studio_align.verticals.flow.checkpoint import load_flow
+
+collect_selections = deferred("studio_align.simulate.flow.selections:collect_selections")
+write_platform_demo = deferred("studio_align.simulate.grading.platform:write_platform_demo")
+load_flow = deferred("studio_align.verticals.flow.checkpoint:load_flow")
 
 
 @click.command("demo-grading")

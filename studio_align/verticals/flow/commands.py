@@ -22,22 +22,34 @@ from typing import Any
 import click
 import numpy as np
 
-from studio_align.commands import FiniteRange, echo_result, load_run_config, run_config_options
+from studio_align.commands import (
+    FiniteRange,
+    deferred,
+    echo_result,
+    load_run_config,
+    resolve,
+    run_config_options,
+)
 from studio_align.errors import ConfigError
 from studio_align.jsonsafe import json_safe
 from studio_align.plugins import get_host
-from studio_align.verticals.flow.checkpoint import load_flow
-from studio_align.verticals.flow.data import make_dataset, write_png
-from studio_align.verticals.flow.evaluate import compare, generate, sample_quality_section
-from studio_align.verticals.flow.pretrain import FlowPretrainConfig, pretrain_flow
-from studio_align.verticals.flow.task import parse_prompt
+
+load_flow = deferred("studio_align.verticals.flow.checkpoint:load_flow")
+make_dataset = deferred("studio_align.verticals.flow.data:make_dataset")
+write_png = deferred("studio_align.verticals.flow.data:write_png")
+compare = deferred("studio_align.verticals.flow.evaluate:compare")
+generate = deferred("studio_align.verticals.flow.evaluate:generate")
+sample_quality_section = deferred("studio_align.verticals.flow.evaluate:sample_quality_section")
+pretrain_flow = deferred("studio_align.verticals.flow.pretrain:pretrain_flow")
+parse_prompt = deferred("studio_align.verticals.flow.task:parse_prompt")
 
 
 @click.command("flow")
 @run_config_options
 def train_flow(config: Path | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Pretrain the rectified-flow generator (procedural verticals or a manifest)."""
-    cfg = load_run_config(FlowPretrainConfig, config, overrides)
+    config_model = resolve("studio_align.verticals.flow.pretrain:FlowPretrainConfig")
+    cfg = load_run_config(config_model, config, overrides)
     echo_result(pretrain_flow(cfg), as_json)
 
 

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import click
 
-from studio_align.commands import echo_result, load_run_config, run_config_options
+from studio_align.commands import deferred, echo_result, load_run_config, run_config_options
 from studio_align.errors import DataError
 from studio_align.jsonsafe import json_safe
-from studio_align.verticals.grading.apply import grade_files
-from studio_align.verticals.grading.evaluate import evaluate_grading
-from studio_align.verticals.grading.report import creator_rows
 from studio_align.verticals.grading.run_config import GradingRunConfig
-from studio_align.verticals.grading.train import train_grading
+
+grade_files = deferred("studio_align.verticals.grading.apply:grade_files")
+evaluate_grading = deferred("studio_align.verticals.grading.evaluate:evaluate_grading")
+creator_rows = deferred("studio_align.verticals.grading.report:creator_rows")
+train_grading = deferred("studio_align.verticals.grading.train:train_grading")
 
 
 @click.command("grading")

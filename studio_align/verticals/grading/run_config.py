@@ -51,7 +51,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from studio_align.config import Strict, refuse_moved
-from studio_align.reward_models.train import FitSection, GateConfig, HeadConfig
+from studio_align.reward_models.config import FitSection, GateConfig, HeadConfig
 from studio_align.rewards import RewardCallConfig
 from studio_align.training.grpo_config import GRPOConfig
 from studio_align.training.run_config import (
