@@ -27,7 +27,6 @@ check_members = deferred("studio_align.router.ensemble:check_members")
 save_ensemble = deferred("studio_align.router.ensemble:save_ensemble")
 train_router_from_logs = deferred("studio_align.router.from_logs:train_router_from_logs")
 load_router = deferred("studio_align.router.router:Router.load")
-load_router_meta = deferred("studio_align.router.router:load_router_meta")
 
 
 @click.command("router")
@@ -91,11 +90,11 @@ def ensemble_router(routers: tuple[Path, ...], out: Path) -> None:
     if len(routers) < 2:
         raise CheckpointError("an ensemble needs at least two routers (trained from other seeds)")
     check_members(routers, out)
-    catalogs = [load_router_meta(r)["catalog"] for r in routers]  # one line if not a router
-    if any(c != catalogs[0] for c in catalogs):
+    # each member loaded once: one that is not a router, or damaged, is refused now, not
+    # when the ensemble is first used
+    names = [list(load_router(r).catalog.names) for r in routers]
+    if any(n != names[0] for n in names):
         raise CheckpointError(f"{routers[0]} and the other routers route over different catalogs")
-    for r in routers:  # a damaged member is refused now, not when the ensemble is first used
-        load_router(r)
     d = save_ensemble(routers, out)
     click.echo(f"wrote {d}: {len(routers)} members")
 
