@@ -19,7 +19,7 @@ Design choices:
 * A command module imports only what its options need (click, JAX-free configs); the
   library functions its body calls are `deferred("module:attribute")` references,
   imported when the command runs. So a command's own `--help`, and an option it
-  refuses, answer without importing JAX (about 2-4 s of CPU here;
+  refuses, answer without importing JAX (`train sft --help`: 0.33 s against 2.5 s;
   `tests/test_plugins_cli.py::test_help_imports_no_jax` checks every command).
 * This module sits below the products (click and the config loader only), so a
   product's `commands.py` can share `run_config_options` and `echo_result` without
