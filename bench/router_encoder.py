@@ -1,5 +1,6 @@
 """SFT of the router on the pretrained encoder against the from-scratch router, on
-validation only (the generator's validation split, handwritten_val, handwritten_val2).
+validation only (the generator's validation split and the packaged validation sets,
+`eval.VAL_SETS`).
 
     nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--ema D] [--batch N] [--reuse]
 
