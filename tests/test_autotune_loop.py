@@ -256,7 +256,10 @@ def test_agent_round_trip(tmp_path):
     deadline = time.monotonic() + 30
     while not (agent / "trial-0001.error.txt").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    # the reason is whole when it appears, and the rejected file is already aside
     assert "seed" in (agent / "trial-0001.error.txt").read_text()
+    assert (agent / "trial-0001.toml.rejected").exists()
+    assert not (agent / "trial-0001.toml").exists()
     write(out / req["write"], 'description = "x to its optimum"\nx = 0.7\nlr = 0.01\n')
     req = wait_request(2)
     assert req["best"]["x"] == 0.7  # the agent sees that its change was kept

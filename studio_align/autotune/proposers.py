@@ -267,9 +267,14 @@ class AgentProposer(_Stateless):
         return None
 
     def _reject(self, trial: int, reason: str) -> None:
+        """Move the rejected file aside, then write the reason whole (a rename): an agent
+        that sees `error.txt` reads all of it, and may write the corrected file at once
+        without the loop moving that one aside too."""
         path = self.proposal_path(trial)
-        (self.dir / f"trial-{trial:04d}.error.txt").write_text(reason + "\n")
         path.replace(path.with_suffix(".toml.rejected"))
+        tmp = self.dir / f"trial-{trial:04d}.error.txt.tmp"
+        tmp.write_text(reason + "\n")
+        tmp.replace(self.dir / f"trial-{trial:04d}.error.txt")
 
 
 def make_proposer(
