@@ -75,10 +75,9 @@ class LazyCommand:
     plugin: str | None = None  # None for studio-align's core commands
 
     def load(self, name: str) -> click.Command:
-        module, _, attr = self.target.partition(":")
         owner = f"plugin {self.plugin!r}" if self.plugin else "studio-align"
         try:
-            cmd = getattr(importlib.import_module(module), attr)
+            cmd = resolve(self.target)
         except (ImportError, AttributeError) as e:
             raise PluginError(
                 f"command {name!r} ({owner}): cannot load {self.target}: {type(e).__name__}: {e}"
