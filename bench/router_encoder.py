@@ -2,7 +2,7 @@
 validation only (the generator's validation split and the packaged validation sets,
 `eval.VAL_SETS`).
 
-    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--ema D] [--batch N] [--reuse]
+    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--ema D] [--batch N] [--reuse]
 
 Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--correction", type=float, default=None,
                     help="the generator's correction_prob")  # fmt: skip
     ap.add_argument("--prompt", type=float, default=None, help="the generator's prompt_prob")
+    ap.add_argument("--busy", type=float, default=None, help="the generator's busy_prob")
     ap.add_argument("--encoder-lr-scale", type=float, default=None,
                     help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
     ap.add_argument("--ema", type=float, default=None, help="SFT's [optim] ema_decay")
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout,
                          refusal_prob=args.refusal, wide_prob=args.wide,
                          colloquial_prob=args.colloquial, correction_prob=args.correction,
-                         prompt_prob=args.prompt)  # fmt: skip
+                         prompt_prob=args.prompt, busy_prob=args.busy)  # fmt: skip
     data = StageData(train=splits["train"], val=splits["val"])
     catalog = default_catalog()
     t0 = time.perf_counter()
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
            "refusal": args.refusal, "colloquial": args.colloquial,
-           "correction": args.correction, "prompt": args.prompt,
+           "correction": args.correction, "prompt": args.prompt, "busy": args.busy,
            "ema": args.ema, "batch": args.batch, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     for name, rows in {**sets, "pooled": pooled}.items():

@@ -215,3 +215,40 @@ SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
         "zh": ("镜头慢慢推近", "头发随风飘动", "镜头缓慢平移", "海浪涌动", "云朵飘过"),
     },
 }
+
+# Subjects that mention motion, sound or media without asking for them: a picture *of* a
+# band asks for no music, a clip of a poster wall asks for no image. `busy_prob` in
+# `requests.generate_examples` swaps them in for `SLOTS["subject"]`, so the plan is
+# read from what is asked, not from the nouns of the scene.
+# fmt: off
+BUSY_SUBJECTS: dict[str, tuple[str, ...]] = {
+    "en": (
+        "a jazz trio playing in a smoky bar", "a girl dancing barefoot in the rain",
+        "a night train pulling into a snowy station", "a DJ at a rooftop party",
+        "an old film projector in a dark room", "a singer holding a microphone under spotlights",
+        "a crowd cheering at an outdoor concert", "waves crashing against black rocks",
+        "a violinist busking on a street corner", "a grandfather reading a bedtime story",
+        "a cinema with a glowing marquee", "a transistor radio on a kitchen table",
+        "a record store full of vinyl", "fireworks exploding over a harbour",
+        "a skateboarder mid-jump over stairs", "a hummingbird hovering at a flower",
+        "a waterfall thundering through a jungle", "a wall covered in old movie posters",
+        "a photographer kneeling with a camera", "a church choir singing at christmas",
+        "a parrot that looks like it is talking", "two cats chasing a laser dot",
+        "a marching band in a parade", "a podcast studio with two microphones",
+        "a drummer in the middle of a solo", "a ferris wheel spinning at dusk",
+        "a racing car drifting around a corner", "a kid blowing out birthday candles",
+        "a busy subway platform at rush hour", "a painter at an easel by the sea",
+        "a windmill turning in a storm", "an orchestra tuning up before a show",
+    ),
+    "zh": (
+        "在小酒馆里演奏的爵士三重奏", "赤脚在雨里跳舞的女孩", "驶进雪夜车站的火车", "屋顶派对上打碟的DJ",
+        "暗房里的老式放映机", "聚光灯下拿着话筒的歌手", "露天音乐节上欢呼的人群", "拍打礁石的海浪",
+        "街角拉小提琴的艺人", "给孙子讲睡前故事的爷爷", "亮着霓虹招牌的老电影院", "厨房桌上的老收音机",
+        "摆满黑胶唱片的唱片店", "港口上空绽放的烟花", "腾空越过台阶的滑板少年", "在花前悬停的蜂鸟",
+        "丛林里轰鸣的瀑布", "贴满老电影海报的墙", "单膝跪地拍照的摄影师", "圣诞夜唱诗的合唱团",
+        "像在说话的鹦鹉", "追着激光点跑的两只猫", "游行里的鼓号队", "摆着两支麦克风的播客录音间",
+        "正在独奏的鼓手", "黄昏里转动的摩天轮", "漂移过弯的赛车", "吹生日蜡烛的小孩",
+        "早高峰拥挤的地铁站台", "在海边画架前作画的画家", "暴风雨中转动的风车", "开演前调音的交响乐团",
+    ),
+}
+# fmt: on
