@@ -5,6 +5,7 @@
     python bench/compare.py grpo           # synchronous rollout
     python bench/compare.py grpo_async     # overlapped rollout (max_staleness 1)
     python bench/compare.py all [--dims ../shared/peers/dims.json]
+    python bench/compare.py dpo --grad-accum 2   # the same 16 pairs per update, in 2 micro-batches
     PEER_DIMS=dims_large python bench/compare.py all    # the harness's larger model
 
 The sizes (model, prompt/completion lengths, batches, steps, lr, betas, seed) come from the
@@ -199,7 +200,12 @@ def run_dpo(dims: dict, variant: str) -> None:
     run = TrainRunConfig(
         run_dir=tmp / "run",
         train=TrainConfig(
-            steps=steps, batch_size=b, log_every=1, progress=False, seed=dims["seed"]
+            steps=steps,
+            batch_size=b,
+            log_every=1,
+            progress=False,
+            seed=dims["seed"],
+            grad_accum=dims.get("_grad_accum", 1),
         ),
         optim=OptimConfig(
             name="adamw",
@@ -210,7 +216,7 @@ def run_dpo(dims: dict, variant: str) -> None:
         ),
         checkpoint=CheckpointConfig(every=0),
     )
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"grad_accum": run.train.grad_accum}
     if variant == "cached":
         t0 = time.perf_counter()
         ref_lp, _ = reference_logps(
@@ -356,6 +362,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("run", choices=[*RUNS, "all"], nargs="?", default="all")
     ap.add_argument("--dims", type=Path, default=None, help="default: PEER_DIMS, else dims.json")
+    ap.add_argument("--grad-accum", type=int, default=1,
+                    help="DPO: micro-batches per step (`[train] grad_accum`; the same pairs per update)")  # fmt: skip
     args = ap.parse_args()
     args.dims = args.dims or dims_path()
     if not args.dims.is_file():
@@ -364,11 +372,13 @@ def main() -> None:
         )
     dims = json.loads(args.dims.read_text())
     dims["_name"] = args.dims.stem  # reported on every line
+    dims["_grad_accum"] = args.grad_accum
     if args.run != "all":
         RUNS[args.run](dims)
         return
     for name in RUNS:  # one process each, as the harness runs its scripts
-        cmd = [sys.executable, __file__, name, "--dims", str(args.dims)]
+        cmd = [sys.executable, __file__, name, "--dims", str(args.dims),
+               "--grad-accum", str(args.grad_accum)]  # fmt: skip
         subprocess.run(cmd, check=False)
 
 
