@@ -82,7 +82,9 @@ REFUSAL_PROB = 0.15
 # from its own random stream. Off: 0.1 against 0 (quickstart SFT, seeds 0-2) scored 0.908
 # vs 0.904 exact on the 368 hand-written validation requests, +4.9 points on the set with
 # corrections and -1.7 to -3.1 on two others
-# (docs/experiments/router-encoder-lr-colloquial-corrections.md).
+# (docs/experiments/router-encoder-lr-colloquial-corrections.md); 0.05 on top of
+# PROMPT_PROB 0.05: +2.1 there, -2.1 on handwritten_val, -1.3 on the generator's split
+# (docs/experiments/router-corrections-lower-share.md).
 CORRECTION_PROB = 0.0
 # Fraction of training requests replaced by a prompt-style request (`prompt_style`: tag
 # prompts with Midjourney or Stable Diffusion syntax, JSON / key-value / markdown briefs),
