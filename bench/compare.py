@@ -21,6 +21,8 @@ after `warmup_steps`, `spread_s`, the GRPO split), plus:
   `precompute_warm_s` (compiled, no cache), and the whole-run throughput counting the
   precompute over one and three epochs of the dataset (`epoch1_pairs_per_s`,
   `epoch3_pairs_per_s`, warm precompute; `_cold` with the cold one).
+- DPO `grad_accum`: the micro-batches each step's pairs were split into (`--grad-accum`,
+  default 1 as the peers run; the update is the same).
 - DPO `mfu`: the FLOPs the step computes (`bench/engine.py`'s `pair_step_flops`: forward
   + backward of one shared-prompt row per pair, the vocabulary projection at the scored
   positions only, attention over the row; the reference forward, a third of that, added
