@@ -49,6 +49,12 @@
 - `handwritten_val5`: 64 validation requests (34 English or other languages, 30 Chinese)
   in the styles of `handwritten_v4`, with different requests (and Korean), written after
   it. Validation only, never training.
+- `handwritten_val6`: 40 validation requests (20 English, 20 Chinese), written on 6
+  December 2026 after seeing the served router read "masterpiece, best quality, 1girl,
+  ..., anime style" as an anime storyboard: stills whose style words belong to another
+  step's vocabulary (`style_word`, `sd_tags`: anime, manga, 二次元, a film still, a movie
+  poster, a music-video look), and `control` rows where those words do ask for a
+  storyboard, a video or a restyle. Validation only, never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -73,6 +79,7 @@ SETS = (
     "handwritten_val4",
     "handwritten_v4",
     "handwritten_val5",
+    "handwritten_val6",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -80,6 +87,7 @@ VAL_SETS = (
     "handwritten_val3",
     "handwritten_val4",
     "handwritten_val5",
+    "handwritten_val6",
 )
 EVAL_SETS = ("handwritten_v1", "handwritten_v2", "handwritten_v3", "handwritten_v4")
 
