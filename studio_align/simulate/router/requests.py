@@ -79,19 +79,15 @@ WIDE_PROB = 0.25
 REFUSAL_PROB = 0.15
 # Fraction of training requests whose writer changes their mind first (`corrections`: "a
 # picture, no wait, a video of it"; "... with music. actually scratch the music"), drawn
-# from its own random stream. Off: 0.1 against 0 (quickstart SFT, seeds 0-2) scored 0.908
-# vs 0.904 exact on the 368 hand-written validation requests, +4.9 points on the set with
-# corrections and -1.7 to -3.1 on two others
-# (docs/experiments/router-encoder-lr-colloquial-corrections.md); 0.05 on top of
-# PROMPT_PROB 0.05: +2.1 there, -2.1 on handwritten_val, -1.3 on the generator's split
-# (docs/experiments/router-corrections-lower-share.md).
+# from its own random stream. Off: at 0.1 and at 0.05 it gains 2-5 points on the
+# validation set with corrections and costs 1.3-3.1 on others (3 seeds each;
+# docs/experiments/router-corrections-lower-share.md).
 CORRECTION_PROB = 0.0
 # Fraction of training requests replaced by a prompt-style request (`prompt_style`: tag
 # prompts with Midjourney or Stable Diffusion syntax, JSON / key-value / markdown briefs),
-# drawn from its own random stream. 0.05 against 0 (quickstart SFT, seeds 0-2): +5.2 points
-# exact on the validation set in those styles (handwritten_val5), +0.1 on the other four
-# pooled, none lower than -1.4; 0.15 cost handwritten_val4 2.4 points
-# (docs/experiments/router-prompt-style-lower-share.md).
+# drawn from its own random stream. Measured effect of 0.05 (quickstart SFT, seeds 0-2):
+# +5.2 points exact on the validation set in those styles (handwritten_val5), +0.1 on the
+# other four pooled (docs/experiments/router-prompt-style-lower-share.md).
 PROMPT_PROB = 0.05
 # Fraction of training requests whose subject is swapped for a busy one
 # (`slots.BUSY_SUBJECTS`: a jazz trio, a cinema marquee, a train pulling in), drawn from its
