@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the generator's correction_prob")  # fmt: skip
     ap.add_argument("--prompt", type=float, default=None, help="the generator's prompt_prob")
     ap.add_argument("--busy", type=float, default=None, help="the generator's busy_prob")
+    ap.add_argument("--anime", type=float, default=None, help="the generator's anime_prob")
     ap.add_argument("--encoder-lr-scale", type=float, default=None,
                     help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
     ap.add_argument("--ema", type=float, default=None, help="SFT's [optim] ema_decay")
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout,
                          refusal_prob=args.refusal, wide_prob=args.wide,
                          colloquial_prob=args.colloquial, correction_prob=args.correction,
-                         prompt_prob=args.prompt, busy_prob=args.busy)  # fmt: skip
+                         prompt_prob=args.prompt, busy_prob=args.busy,
+                         anime_prob=args.anime)  # fmt: skip
     data = StageData(train=splits["train"], val=splits["val"])
     catalog = default_catalog()
     t0 = time.perf_counter()
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
            "refusal": args.refusal, "colloquial": args.colloquial,
-           "correction": args.correction, "prompt": args.prompt, "busy": args.busy,
+           "correction": args.correction, "prompt": args.prompt, "busy": args.busy, "anime": args.anime,
            "ema": args.ema, "batch": args.batch, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     for name, rows in {**sets, "pooled": pooled}.items():

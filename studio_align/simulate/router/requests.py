@@ -47,7 +47,7 @@ from studio_align.simulate.router.phrases import (
 )
 from studio_align.simulate.router.prompt_style import render_prompt
 from studio_align.simulate.router.refusals import add_refusal
-from studio_align.simulate.router.slots import BUSY_SUBJECTS
+from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS
 from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
 
 Split = Literal["train", "heldout"]
@@ -95,6 +95,11 @@ PROMPT_PROB = 0.05
 # exact on the 432 hand-written validation requests, -2.1 on handwritten_val3
 # (docs/experiments/router-busy-subjects.md).
 BUSY_PROB = 0.0
+# Fraction of training requests whose style word (`SLOTS["style"]`) is swapped for one of
+# `slots.ANIME_STYLES` ("anime", "manga", 二次元), drawn from its own random stream: a still
+# or a clip in an anime style is still a still or a clip, and "anime" stops meaning
+# storyboard. Off until measured (docs/experiments/router-anime-style-words.md).
+ANIME_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -278,6 +283,7 @@ def generate_examples(
     correction_prob: float | None = None,
     prompt_prob: float | None = None,
     busy_prob: float | None = None,
+    anime_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -297,7 +303,12 @@ def generate_examples(
     in training, 0 otherwise) replaces that fraction by a prompt-style request
     (`prompt_style`: tag prompts and structured briefs). `busy_prob` (default `BUSY_PROB`
     in training, 0 otherwise) swaps that fraction's subject for a busy one (`BUSY_SUBJECTS`).
+    `anime_prob` (default `ANIME_PROB` in training, 0 otherwise) swaps that fraction's style
+    word for an anime-family one (`ANIME_STYLES`).
     """
+    if anime_prob is None:
+        anime_prob = ANIME_PROB if split == "train" else 0.0
+    arng = random.Random(f"anime:{seed}:{split}")
     if busy_prob is None:
         busy_prob = BUSY_PROB if split == "train" else 0.0
     brng = random.Random(f"busy:{seed}:{split}")
@@ -354,6 +365,8 @@ def generate_examples(
             text = render_prompt(intent, lang, prng)
         if busy_prob > 0 and brng.random() < busy_prob:
             text = _busy(text, brng)
+        if anime_prob > 0 and arng.random() < anime_prob:
+            text = _swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
         if correction_prob > 0 and krng.random() < correction_prob:
             text = _corrected(intent, text, lang, krng, intents, split)
         text = _colloquial(text, lang, crng, probs[lang])
@@ -373,10 +386,21 @@ def _styled(intent: Intent, lang: str, rng: random.Random, lexicon: Lexicon) -> 
 def _busy(text: str, rng: random.Random) -> str:
     """`text` with its first pool subject replaced by a busy subject of that subject's
     language (unchanged where typos or a template left no pool subject in it)."""
-    for lang, pool in SLOTS["subject"].items():
-        for subject in pool:
-            if subject in text:
-                return text.replace(subject, rng.choice(BUSY_SUBJECTS[lang]), 1)
+    return _swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, rng)
+
+
+def _swap_first(
+    text: str,
+    pools: dict[str, tuple[str, ...]],
+    new: dict[str, tuple[str, ...]],
+    rng: random.Random,
+) -> str:
+    """`text` with its first word from `pools` replaced by one of `new` in that word's
+    language (unchanged where typos or a template left none of them in it)."""
+    for lang, pool in pools.items():
+        for word in pool:
+            if word in text:
+                return text.replace(word, rng.choice(new[lang]), 1)
     return text
 
 
@@ -435,6 +459,7 @@ def demo_splits(
     correction_prob: float | None = None,
     prompt_prob: float | None = None,
     busy_prob: float | None = None,
+    anime_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -448,6 +473,7 @@ def demo_splits(
         correction_prob=correction_prob,
         prompt_prob=prompt_prob,
         busy_prob=busy_prob,
+        anime_prob=anime_prob,
     )
     return {
         "train": both[:n_train],

@@ -216,6 +216,15 @@ SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 
+# Style words of the anime family. In `phrases` and `lexicon` they occur only in storyboard
+# requests, so a router learns "anime" as storyboard; `anime_prob` in
+# `requests.generate_examples` swaps them in for a `SLOTS["style"]` word, so an image, a
+# clip or a restyle can be in an anime style too.
+ANIME_STYLES: dict[str, tuple[str, ...]] = {
+    "en": ("anime", "manga", "chibi", "90s anime"),
+    "zh": ("动漫", "二次元", "日漫", "漫画", "Q版"),
+}
+
 # Subjects that mention motion, sound or media without asking for them: a picture *of* a
 # band asks for no music, a clip of a poster wall asks for no image. `busy_prob` in
 # `requests.generate_examples` swaps them in for `SLOTS["subject"]`, so the plan is
