@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt", type=float, default=None, help="the generator's prompt_prob")
     ap.add_argument("--busy", type=float, default=None, help="the generator's busy_prob")
     ap.add_argument("--anime", type=float, default=None, help="the generator's anime_prob")
+    ap.add_argument("--context", type=float, default=None, help="the generator's context_prob")
     ap.add_argument("--encoder-lr-scale", type=float, default=None,
                     help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
     ap.add_argument("--ema", type=float, default=None, help="SFT's [optim] ema_decay")
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                          refusal_prob=args.refusal, wide_prob=args.wide,
                          colloquial_prob=args.colloquial, correction_prob=args.correction,
                          prompt_prob=args.prompt, busy_prob=args.busy,
-                         anime_prob=args.anime)  # fmt: skip
+                         anime_prob=args.anime, context_prob=args.context)  # fmt: skip
     data = StageData(train=splits["train"], val=splits["val"])
     catalog = default_catalog()
     t0 = time.perf_counter()
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
            "refusal": args.refusal, "colloquial": args.colloquial,
-           "correction": args.correction, "prompt": args.prompt, "busy": args.busy, "anime": args.anime,
+           "correction": args.correction, "prompt": args.prompt, "busy": args.busy, "anime": args.anime, "context": args.context,
            "ema": args.ema, "batch": args.batch, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     for name, rows in {**sets, "pooled": pooled}.items():

@@ -55,6 +55,18 @@
   step's vocabulary (`style_word`, `sd_tags`: anime, manga, 二次元, a film still, a movie
   poster, a music-video look), and `control` rows where those words do ask for a
   storyboard, a video or a restyle. Validation only, never training.
+- `handwritten_val7`: 48 validation requests (24 English, 24 Chinese) written on 6
+  December 2026 by a third author who had seen no router's misses, nor the training
+  generator, nor the evaluation sets, in twelve styles none of the sets above has, four
+  rows each: `delivery_constraint` (the slot, size, length or file format first),
+  `audience_effect` (the feeling it should give), `comparison` ("less X, more Y"),
+  `handoff_note` (a task for a teammate, @mention and deadline), `client_quote` (the
+  client's words, then the ask), `onomatopoeia` (drip... plink, 咚咚锵), `timecode`
+  (timecodes, BPM, bars, words a minute), `problem_report` (what is wrong with the
+  upload; the fix implied), `metaphor` (a look or sound told through taste or touch),
+  `caption_first` (the post's caption, then the visual), `screenplay` (EXT. / 内景 scene
+  headings) and `filename_ref` (the upload named by its file name). Validation only,
+  never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -80,6 +92,7 @@ SETS = (
     "handwritten_v4",
     "handwritten_val5",
     "handwritten_val6",
+    "handwritten_val7",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -88,6 +101,7 @@ VAL_SETS = (
     "handwritten_val4",
     "handwritten_val5",
     "handwritten_val6",
+    "handwritten_val7",
 )
 EVAL_SETS = ("handwritten_v1", "handwritten_v2", "handwritten_v3", "handwritten_v4")
 

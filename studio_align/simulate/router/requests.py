@@ -47,7 +47,7 @@ from studio_align.simulate.router.phrases import (
 )
 from studio_align.simulate.router.prompt_style import render_prompt
 from studio_align.simulate.router.refusals import add_refusal
-from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS
+from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS, CONTEXT_LINES
 from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
 
 Split = Literal["train", "heldout"]
@@ -103,6 +103,10 @@ BUSY_PROB = 0.0
 # 0.656 -> 0.863 exact; the five other validation sets pooled 0.898 -> 0.905
 # (docs/experiments/router-anime-style-words.md).
 ANIME_PROB = 0.3
+# Fraction of training requests with a line around them that names no medium
+# (`slots.CONTEXT_LINES`: a hand-off, a deadline, a client's words), drawn from its own
+# random stream. Off until measured (docs/experiments/router-context-lines.md).
+CONTEXT_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -287,6 +291,7 @@ def generate_examples(
     prompt_prob: float | None = None,
     busy_prob: float | None = None,
     anime_prob: float | None = None,
+    context_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -307,8 +312,13 @@ def generate_examples(
     (`prompt_style`: tag prompts and structured briefs). `busy_prob` (default `BUSY_PROB`
     in training, 0 otherwise) swaps that fraction's subject for a busy one (`BUSY_SUBJECTS`).
     `anime_prob` (default `ANIME_PROB` in training, 0 otherwise) swaps that fraction's style
-    word for an anime-family one (`ANIME_STYLES`).
+    word for an anime-family one (`ANIME_STYLES`). `context_prob` (default `CONTEXT_PROB` in
+    training, 0 otherwise) puts a line that names no medium before or after that fraction
+    (`CONTEXT_LINES`).
     """
+    if context_prob is None:
+        context_prob = CONTEXT_PROB if split == "train" else 0.0
+    xrng = random.Random(f"context:{seed}:{split}")
     if anime_prob is None:
         anime_prob = ANIME_PROB if split == "train" else 0.0
     arng = random.Random(f"anime:{seed}:{split}")
@@ -370,6 +380,8 @@ def generate_examples(
             text = _busy(text, brng)
         if anime_prob > 0 and arng.random() < anime_prob:
             text = _swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
+        if context_prob > 0 and xrng.random() < context_prob:
+            text = _with_context(text, lang, xrng)
         if correction_prob > 0 and krng.random() < correction_prob:
             text = _corrected(intent, text, lang, krng, intents, split)
         text = _colloquial(text, lang, crng, probs[lang])
@@ -390,6 +402,18 @@ def _busy(text: str, rng: random.Random) -> str:
     """`text` with its first pool subject replaced by a busy subject of that subject's
     language (unchanged where typos or a template left no pool subject in it)."""
     return _swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, rng)
+
+
+def _with_context(text: str, lang: str, rng: random.Random) -> str:
+    """`text` with a line of `CONTEXT_LINES` before it (60 %) or after it."""
+    line = rng.choice(CONTEXT_LINES[lang])
+    zh = lang == "zh"
+    if rng.random() < 0.6:
+        if line[-1] in ":：.。!！”'":
+            return line + ("" if zh else " ") + text
+        return line + ("，" if zh else ": ") + text
+    end = "" if text[-1:] in (".", "。", "!", "！", "?", "？") else ("。" if zh else ".")
+    return text + end + ("" if zh else " ") + line.rstrip(":：")
 
 
 def _swap_first(
@@ -463,6 +487,7 @@ def demo_splits(
     prompt_prob: float | None = None,
     busy_prob: float | None = None,
     anime_prob: float | None = None,
+    context_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -477,6 +502,7 @@ def demo_splits(
         prompt_prob=prompt_prob,
         busy_prob=busy_prob,
         anime_prob=anime_prob,
+        context_prob=context_prob,
     )
     return {
         "train": both[:n_train],

@@ -225,6 +225,37 @@ ANIME_STYLES: dict[str, tuple[str, ...]] = {
     "zh": ("动漫", "二次元", "日漫", "漫画", "Q版"),
 }
 
+# Lines around a request that name no medium: a hand-off to a teammate, a deadline, a
+# client's words, who it is for, the feeling it should leave. `context_prob` in
+# `requests.generate_examples` puts one before or after a request, so a long message
+# around the ask adds no step to the plan.
+# fmt: off
+CONTEXT_LINES: dict[str, tuple[str, ...]] = {
+    "en": (
+        "@Sam when you get a sec:", "quick one before the 3pm sync:",
+        "handing this over to you for tonight:", "client wants this by friday, no pressure:",
+        "for the spring campaign deck:", "this is for my grandma's 80th birthday, so it matters:",
+        "the brief from the client, more or less:", "second attempt at explaining this:",
+        "ok here's what I need:", "context: we're a tiny bakery with zero budget.",
+        "the client said 'make it feel expensive'.", "goal: people should feel calm.",
+        "for the team offsite on monday.", "deadline is tomorrow 9am.",
+        "ping me when it's done, thanks!", "no rush, next week is fine.",
+        "thanks a ton, you're a lifesaver", "sent from my phone, sorry for typos",
+        "let me know if anything is unclear", "budget is tight so one version only",
+        "our audience is mostly students", "the client's words: 'less corporate, more human'.",
+        "I'll review it in the morning", "the boss signed off on this idea today:",
+    ),
+    "zh": (
+        "@小林 有空帮忙处理下：", "交接一下：", "明早之前要：", "客户原话：“要高级一点，别太土。”",
+        "甲方说要有温度的感觉。", "给我们小店做推广用：", "周五前给我就行", "辛苦啦，谢谢！",
+        "做好了告诉我", "预算有限，出一版就行", "受众主要是大学生", "奶奶八十大寿要用的，很重要：",
+        "再说明一下需求：", "我的需求是这样的：", "背景：我们是一家刚开业的小面馆。", "希望大家一下子就能感到温暖",
+        "不着急，下周给也行", "有不清楚的随时问我", "老板刚拍板的方案：", "下午三点开会前要用：",
+        "目标是让人觉得安心", "团建周一要用", "客户原话：“少一点商业味，多一点人味。”", "发在官网首页的：",
+    ),
+}
+# fmt: on
+
 # Subjects that mention motion, sound or media without asking for them: a picture *of* a
 # band asks for no music, a clip of a poster wall asks for no image. `busy_prob` in
 # `requests.generate_examples` swaps them in for `SLOTS["subject"]`, so the plan is
