@@ -99,8 +99,8 @@ BUSY_PROB = 0.0
 # `slots.ANIME_STYLES` ("anime", "manga", 二次元), drawn from its own random stream: a still
 # or a clip in an anime style is still a still or a clip, and "anime" stops meaning
 # storyboard. 5.6 % of requests carry a style word, so 0.3 touches about 1.7 %. Measured
-# effect (quickstart SFT, seeds 10-13): handwritten_val6, stills in anime and film styles,
-# 0.656 -> 0.863 exact; the five other validation sets pooled 0.898 -> 0.905
+# effect (quickstart SFT, seeds 6-13): handwritten_val6, stills in anime and film styles,
+# 0.628 -> 0.847 exact; the five earlier validation sets pooled 0.908 -> 0.908
 # (docs/experiments/router-anime-style-words.md).
 ANIME_PROB = 0.3
 # Fraction of training requests with a line around them that names no medium
