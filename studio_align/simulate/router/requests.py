@@ -316,32 +316,17 @@ def generate_examples(
     training, 0 otherwise) puts a line that names no medium before or after that fraction
     (`CONTEXT_LINES`).
     """
-    if context_prob is None:
-        context_prob = CONTEXT_PROB if split == "train" else 0.0
-    xrng = random.Random(f"context:{seed}:{split}")
-    if anime_prob is None:
-        anime_prob = ANIME_PROB if split == "train" else 0.0
-    arng = random.Random(f"anime:{seed}:{split}")
-    if busy_prob is None:
-        busy_prob = BUSY_PROB if split == "train" else 0.0
-    brng = random.Random(f"busy:{seed}:{split}")
-    if prompt_prob is None:
-        prompt_prob = PROMPT_PROB if split == "train" else 0.0
-    prng = random.Random(f"prompt:{seed}:{split}")
-    if correction_prob is None:
-        correction_prob = CORRECTION_PROB if split == "train" else 0.0
-    krng = random.Random(f"correction:{seed}:{split}")
-    if refusal_prob is None:
-        refusal_prob = REFUSAL_PROB if split == "train" else 0.0
-    rrng = random.Random(f"refusal:{seed}:{split}")
-    if wide_prob is None:
-        wide_prob = WIDE_PROB if split == "train" else 0.0
-    wrng = random.Random(f"wide:{seed}:{split}")  # its own stream, as the colloquial one
-    if colloquial_prob is None:
-        colloquial_prob = COLLOQUIAL_PROB if split == "train" else 0.0
+    # each lever draws from its own stream: the other draws, hence the rest of the data,
+    # stay as without it
+    context_prob, xrng = _lever(context_prob, CONTEXT_PROB, "context", seed, split)
+    anime_prob, arng = _lever(anime_prob, ANIME_PROB, "anime", seed, split)
+    busy_prob, brng = _lever(busy_prob, BUSY_PROB, "busy", seed, split)
+    prompt_prob, prng = _lever(prompt_prob, PROMPT_PROB, "prompt", seed, split)
+    correction_prob, krng = _lever(correction_prob, CORRECTION_PROB, "correction", seed, split)
+    refusal_prob, rrng = _lever(refusal_prob, REFUSAL_PROB, "refusal", seed, split)
+    wide_prob, wrng = _lever(wide_prob, WIDE_PROB, "wide", seed, split)
+    colloquial_prob, crng = _lever(colloquial_prob, COLLOQUIAL_PROB, "colloquial", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
-    # its own stream: the other draws, hence the rest of the data, stay as without it
-    crng = random.Random(f"colloquial:{seed}:{split}")
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
     train = split == "train"
@@ -389,6 +374,16 @@ def generate_examples(
             text = add_refusal(text, intent.plan, intent.attachments, lang, rrng)
         out.append(make_example(intent, text))
     return out
+
+
+def _lever(
+    prob: float | None, default: float, name: str, seed: int, split: Split
+) -> tuple[float, random.Random]:
+    """A lever's rate (`default` in training where not given, 0 otherwise) and its own
+    random stream."""
+    if prob is None:
+        prob = default if split == "train" else 0.0
+    return prob, random.Random(f"{name}:{seed}:{split}")
 
 
 def _styled(intent: Intent, lang: str, rng: random.Random, lexicon: Lexicon) -> str:
