@@ -1,0 +1,23 @@
+"""The shared check of a request-generator lever: it changes only the requests it touches,
+keeps their plan and attachments, and leaves the held-out split alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from studio_align.simulate.router.requests import generate_examples
+
+Pair = tuple[dict[str, Any], dict[str, Any]]
+
+
+def lever_changes(lever: str, prob: float, *, seed: int, n: int = 3000) -> tuple[list[Pair], int]:
+    """(base, levered) pairs that differ with `lever=prob` against `lever=0`, and `n`.
+    Each changed pair keeps its plan and attachments; held-out data ignores the lever."""
+    base = generate_examples(n, seed=seed, **{lever: 0.0})
+    levered = generate_examples(n, seed=seed, **{lever: prob})
+    changed = [(b, x) for b, x in zip(base, levered, strict=True) if b != x]
+    for b, x in changed:
+        assert (b["plan"], b["request"]["attachments"]) == (x["plan"], x["request"]["attachments"])
+    held = [generate_examples(200, seed=seed, split="heldout", **{lever: p}) for p in (None, 0.0)]
+    assert held[0] == held[1]  # held-out phrasing stays the templates'
+    return changed, n
