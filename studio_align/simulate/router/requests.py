@@ -362,7 +362,7 @@ def generate_examples(
         if prompt_prob > 0 and prng.random() < prompt_prob:
             text = render_prompt(intent, lang, prng)
         if busy_prob > 0 and brng.random() < busy_prob:
-            text = _busy(text, brng)
+            text = _swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, brng)
         if anime_prob > 0 and arng.random() < anime_prob:
             text = _swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
         if context_prob > 0 and xrng.random() < context_prob:
@@ -391,12 +391,6 @@ def _styled(intent: Intent, lang: str, rng: random.Random, lexicon: Lexicon) -> 
     if rng.random() < STYLED_TYPO_PROB:
         text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
     return text
-
-
-def _busy(text: str, rng: random.Random) -> str:
-    """`text` with its first pool subject replaced by a busy subject of that subject's
-    language (unchanged where typos or a template left no pool subject in it)."""
-    return _swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, rng)
 
 
 def _with_context(text: str, lang: str, rng: random.Random) -> str:
