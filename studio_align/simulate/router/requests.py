@@ -23,13 +23,19 @@ function of the seed.
 from __future__ import annotations
 
 import random
-import re
 import string
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
+from studio_align.simulate.router.noise import (
+    drop_words,
+    shuffle_clauses,
+    synonyms,
+    typo_en,
+    typo_zh,
+)
 from studio_align.simulate.router.phrases import (
     CONNECTORS,
     FILLERS,
@@ -40,7 +46,6 @@ from studio_align.simulate.router.phrases import (
     PREFIXES,
     SLOTS,
     SUFFIXES,
-    SYNONYMS,
     THEN_CLAUSES,
     ZH_TO_EN_WORDS,
     Intent,
@@ -125,76 +130,6 @@ def _fill(template: str, lang: str, rng: random.Random, mix_prob: float) -> str:
     return out
 
 
-def _typo_en(text: str, rng: random.Random) -> str:
-    words = text.split(" ")
-    cands = [i for i, w in enumerate(words) if len(w) > 3 and w.isalpha()]
-    if not cands:
-        return text
-    i = rng.choice(cands)
-    w = words[i]
-    j = rng.randrange(1, len(w) - 1)
-    op = rng.randrange(3)
-    if op == 0:
-        w = w[:j] + w[j + 1] + w[j] + w[j + 2 :]
-    elif op == 1:
-        w = w[:j] + w[j + 1 :]
-    else:
-        w = w[:j] + w[j] + w[j:]
-    words[i] = w
-    return " ".join(words)
-
-
-def _drop_words(text: str, lang: str, rng: random.Random) -> str:
-    """Delete one or two words (English) or characters (Chinese): word dropout, so the
-    router learns from every cue in a request rather than from its whole shape."""
-    for _ in range(rng.choice([1, 1, 2])):
-        if lang == "en":
-            words = text.split(" ")
-            if len(words) < 5:
-                break
-            del words[rng.randrange(len(words))]
-            text = " ".join(words)
-        else:
-            if len(text) < 8:
-                break
-            i = rng.randrange(len(text))
-            text = text[:i] + text[i + 1 :]
-    return text
-
-
-def _typo_zh(text: str, rng: random.Random) -> str:
-    idx = [i for i, ch in enumerate(text) if "\u4e00" <= ch <= "\u9fff"]
-    if len(idx) < 6:
-        return text
-    i = rng.choice(idx)
-    return text[:i] + text[i + 1 :]
-
-
-def _synonyms(text: str, lang: str, rng: random.Random, prob: float) -> str:
-    table = SYNONYMS[lang]
-    if lang == "zh":
-        for word, alts in table.items():
-            if word in text and rng.random() < prob:
-                text = text.replace(word, rng.choice(alts), 1)
-        return text
-    out = []
-    for w in text.split(" "):
-        core = w.strip(",.:;!?()'-").lower()
-        if core in table and rng.random() < prob:
-            w = w.replace(core, rng.choice(table[core]))
-        out.append(w)
-    return " ".join(out)
-
-
-def _shuffle_clauses(text: str, rng: random.Random) -> str:
-    parts = [p.strip() for p in re.split(r"[,，;；]", text) if p.strip()]
-    if len(parts) < 2:
-        return text
-    rng.shuffle(parts)
-    sep = "，" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else ", "
-    return sep.join(parts)
-
-
 def _pool(options: tuple[str, ...], split: Split) -> tuple[str, ...]:
     """Compositional pools hold their last entry out of training."""
     return options[:-1] if split == "train" else options[-1:]
@@ -246,18 +181,18 @@ def render_request(
         filler = rng.choice(FILLERS[lang])
         sep = "，" if lang == "zh" else ", "
         text = filler + sep + text if rng.random() < 0.5 else text + sep + filler
-    text = _synonyms(text, lang, rng, synonym_prob)
+    text = synonyms(text, lang, rng, synonym_prob)
     if rng.random() < shuffle_prob:
-        text = _shuffle_clauses(text, rng)
+        text = shuffle_clauses(text, rng)
     if lang == "zh" and rng.random() < switch_prob:
         word = rng.choice([w for w in ZH_TO_EN_WORDS if w in text] or [""])
         if word:
             text = text.replace(word, ZH_TO_EN_WORDS[word], 1)
     text = rng.choice(PREFIXES[lang]) + text + rng.choice(SUFFIXES[lang])
     if rng.random() < typo_prob:
-        text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
+        text = typo_en(text, rng) if lang == "en" else typo_zh(text, rng)
     if rng.random() < dropout_prob:
-        text = _drop_words(text, lang, rng)
+        text = drop_words(text, lang, rng)
     if lang == "en" and rng.random() < 0.3:
         text = text[:1].upper() + text[1:]
     if rng.random() < 0.05:
@@ -389,7 +324,7 @@ def _lever(
 def _styled(intent: Intent, lang: str, rng: random.Random, lexicon: Lexicon) -> str:
     text = render_styled(intent, lang, rng, lexicon=lexicon)
     if rng.random() < STYLED_TYPO_PROB:
-        text = _typo_en(text, rng) if lang == "en" else _typo_zh(text, rng)
+        text = typo_en(text, rng) if lang == "en" else typo_zh(text, rng)
     return text
 
 
