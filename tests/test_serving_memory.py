@@ -5,6 +5,7 @@ rebuilt from the feedback log by the next server (the model folder is never writ
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -118,7 +119,11 @@ def test_a_log_line_longer_than_a_read_chunk_does_not_stop_the_learner(
     lines = [{"type": "route", "n": 1}, {"type": "route", "text": "x" * 300}, {"n": 3}]
     log.write_text("".join(json.dumps(x) + "\n" for x in lines))
     learner = learning.Learner(log, Verifier({}))
-    for stop in (None, log.stat().st_size):  # following, and a rebuild's second pass
-        read = [(e, end) for events, end in learner._chunks(0, stop=stop) for e in events]
-        assert [e.get("n") for e, _ in read] == [1, None, 3]
-        assert read[-1][1] == log.stat().st_size
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        for stop in (None, log.stat().st_size):  # following, and a rebuild's second pass
+            read = [(e, end) for events, end in learner._chunks(fd, 0, stop=stop) for e in events]
+            assert [e.get("n") for e, _ in read] == [1, None, 3]
+            assert read[-1][1] == log.stat().st_size
+    finally:
+        os.close(fd)

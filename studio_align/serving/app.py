@@ -137,7 +137,13 @@ class _State:
         self.metrics = Metrics()
         compiles.install()
         self.metrics.set_compile_counter(_decode_compiles, _scoring_compiles, compiles.total)
-        self.feedback = feedback if feedback is not None else FeedbackLog(feedback_path(cfg))
+        self.feedback = (
+            feedback
+            if feedback is not None
+            else FeedbackLog(
+                feedback_path(cfg), rotate_bytes=int(cfg.feedback_rotate_mb * (1 << 20))
+            )
+        )
         self.verifier = Verifier(
             load_keys(cfg.feedback_keys_file) if cfg.feedback_keys_file else {}
         )

@@ -20,6 +20,15 @@ so the next event starts on a clean line. A tail without a newline that a crashe
 left behind (never acknowledged) is moved to `<log>.torn` before the next write.
 The log must be a regular file (`check_log_path`): a FIFO, a device or a dangling link is
 refused at start, and re-checked on every open.
+
+Bounded: once the log holds `rotate_bytes`, the writer that finds it so renames it to a
+closed segment `<stem>.<UTC stamp><suffix>` beside it (`route_events.20261206T101500123456Z.jsonl`)
+and starts a new one; nothing is deleted, and a folder given to `train router --logs` or
+`data compile` reads every segment. Each writer holds the lock of the file it opened and
+checks, once it has the lock, that the file is still the log (not a segment another writer
+closed meanwhile), so every line lands in the live log. The ids of the active log and of
+the newest closed segment are remembered, so a retry is caught across one rotation; the
+memory that keeps costs one short string per event of at most two segments.
 """
 
 from __future__ import annotations
@@ -28,7 +37,9 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import re
 import stat
 import threading
 import uuid
@@ -44,6 +55,7 @@ from studio_align.data.reader import route_problem
 from studio_align.data.schemas import EVENT_ADAPTER, RouteEvent
 from studio_align.errors import ConfigError
 
+log = logging.getLogger("studio_align.serving")
 Writer = Callable[[int, bytes], int]
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -85,6 +97,30 @@ def check_log_path(path: Path) -> None:
         raise ConfigError(f"feedback_log: {path.parent} is not a folder")
 
 
+STAMP = "%Y%m%dT%H%M%S%fZ"
+
+
+def segments(path: Path) -> list[Path]:
+    """The log's closed segments (`<stem>.<UTC stamp><suffix>` beside it), oldest first."""
+    name = re.compile(re.escape(path.stem) + r"\.\d{8}T\d{12}Z" + re.escape(path.suffix) + "$")
+    try:
+        found = [q for q in path.parent.iterdir() if name.match(q.name)]
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def segment_with_inode(path: Path, inode: int) -> Path | None:
+    """The closed segment of `path` that is the file `inode` (newest first), if any."""
+    for q in reversed(segments(path)):
+        try:
+            if q.stat(follow_symlinks=False).st_ino == inode:
+                return q
+        except OSError:
+            continue
+    return None
+
+
 def _open_regular(name: str, access: int) -> int:
     """`name` opened for appending (created if missing), never through a symbolic link and
     only as a regular file; a `LogWriteError` naming it otherwise."""
@@ -100,9 +136,13 @@ def _open_regular(name: str, access: int) -> int:
 
 
 class FeedbackLog:
-    def __init__(self, path: str | Path, *, write: Writer = os.write) -> None:
-        """`write`: the `os.write` to use (a test injects a failing one)."""
+    def __init__(
+        self, path: str | Path, *, rotate_bytes: int = 0, write: Writer = os.write
+    ) -> None:
+        """`rotate_bytes`: close the log as a segment once it holds that many bytes (0:
+        never). `write`: the `os.write` to use (a test injects a failing one)."""
         self.path = Path(path)
+        self.rotate_bytes = rotate_bytes
         check_log_path(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +154,9 @@ class FeedbackLog:
         self._write = write
         self._lock = threading.Lock()
         self._seen: dict[str, str] = {}  # platform/event id -> content digest
+        self._previous: dict[str, str] = {}  # the same, for the newest closed segment
         self._offset = 0
+        self._inode: int | None = None  # the file `_seen` and `_offset` describe
 
     def _catch_up(self, fd: int) -> None:
         """Read the complete lines appended since the last look and remember their ids."""
@@ -142,30 +184,82 @@ class FeedbackLog:
         line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         event_id, key, digest = str(event["id"]), _key(event), _digest(event)
         with self._lock:
-            fd = self._open()
+            fd = self._open_live()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
+                self._repair_tail(fd)
+                self._catch_up(fd)
+                if self.rotate_bytes and os.fstat(fd).st_size >= self.rotate_bytes:
+                    fd = self._rotate(fd)
                     self._repair_tail(fd)
                     self._catch_up(fd)
-                    known = self._seen.get(key)
-                    if known is not None:
-                        if known != digest:
-                            raise DuplicateEventError(
-                                f"event id {event_id!r} was already used for a different event"
-                            )
-                        return False
-                    self._write_whole(fd, line)
-                    self._offset = os.fstat(fd).st_size
-                    self._seen[key] = digest
-                    return True
-                finally:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                known = self._seen.get(key, self._previous.get(key))
+                if known is not None:
+                    if known != digest:
+                        raise DuplicateEventError(
+                            f"event id {event_id!r} was already used for a different event"
+                        )
+                    return False
+                self._write_whole(fd, line)
+                self._offset = os.fstat(fd).st_size
+                self._seen[key] = digest
+                return True
             finally:
-                os.close(fd)
+                os.close(fd)  # releases the lock
 
     def _open(self) -> int:
         return _open_regular(str(self.path), os.O_RDWR)
+
+    def _open_live(self) -> int:
+        """The log, open and locked; once locked, it is checked to still be the log (a
+        writer that waited for the lock may hold a segment another writer just closed)."""
+        while True:
+            fd = self._open()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.fstat(fd)
+            try:
+                now = os.stat(self.path, follow_symlinks=False)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev):
+                break
+            os.close(fd)
+        if self._inode is None:  # first look: the newest segment's ids guard retries too
+            last = segments(self.path)
+            self._previous = _ids(last[-1]) if last else {}
+        elif st.st_ino != self._inode:  # another writer rotated: finish reading its segment
+            self._next_segment(segment_with_inode(self.path, self._inode))
+        self._inode = st.st_ino
+        return fd
+
+    def _next_segment(self, closed: Path | None) -> None:
+        """Move on from the file `_seen` describes (now the segment `closed`, read to its
+        end first) to a new, empty live log."""
+        if closed is not None:
+            try:
+                side = os.open(closed, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                side = -1
+            if side >= 0:
+                try:
+                    self._catch_up(side)
+                finally:
+                    os.close(side)
+        self._previous, self._seen, self._offset = self._seen, {}, 0
+
+    def _rotate(self, fd: int) -> int:
+        """Close the full log `fd` (open and locked) as a segment; the new log, open and
+        locked. The segment's name is its closing time, so names sort as the segments do."""
+        closed = self.path.with_name(
+            f"{self.path.stem}.{datetime.now(UTC).strftime(STAMP)}{self.path.suffix}"
+        )
+        try:
+            os.rename(self.path, closed)
+        except OSError as e:  # the size is a soft bound: keep writing to the full log
+            log.warning("feedback log: could not close %s as a segment (%s)", self.path, e)
+            return fd
+        _fsync_dir(self.path.parent)
+        os.close(fd)
+        return self._open_live()  # sees the new inode and moves `_seen` to `_previous`
 
     def _write_whole(self, fd: int, line: bytes) -> None:
         """Write `line` and fsync it, or roll the file back to its size before and raise."""
@@ -207,6 +301,37 @@ class FeedbackLog:
         os.ftruncate(fd, cut)
         os.fsync(fd)
         self._offset = min(self._offset, cut)
+
+
+def _ids(path: Path) -> dict[str, str]:
+    """The idempotency keys and digests of a closed segment's events."""
+    out: dict[str, str] = {}
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return out
+    for line in data.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("id"), str):
+            out.setdefault(_key(event), _digest(event))
+    return out
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` durable (best effort where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def route_event(

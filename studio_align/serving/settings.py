@@ -46,6 +46,9 @@ class ServeConfig(Strict):
     port: int = Field(8000, ge=0, le=65535)
     feedback_log: str | None = None  # default: feedback_dir / route_events.jsonl
     feedback_dir: str | None = None  # default: <checkpoint parent>/feedback
+    # the log is closed as a segment beside it once it holds this many MiB (0: never), so a
+    # reload reads at most two segments and retries are remembered for two (feedback.py)
+    feedback_rotate_mb: float = Field(64.0, ge=0.0)
     # None: the checkpoint's own decision (thresholds fitted on validation and saved with
     # its calibration), 0.5 for a router without one; a number applies on top of either
     abstain_below: float | None = Field(None, ge=0.0, le=1.0)
