@@ -160,11 +160,14 @@ class Learner:
             os.close(fd)
         return added
 
+    def history(self) -> list[Path]:
+        """What a build learns from: the newest closed segment and the live log."""
+        return [*segments(self.path)[-1:], self.path]
+
     def _history(self) -> list[int]:
-        """Read descriptors of what a build learns from: the newest closed segment and the
-        live log (held open, so a rotation meanwhile changes nothing it reads)."""
-        closed = segments(self.path)
-        fds = [_open_read(p) for p in [*closed[-1:], self.path]]
+        """`history`, open for reading (held open, so a rotation meanwhile changes nothing
+        a build reads)."""
+        fds = [_open_read(p) for p in self.history()]
         return [fd for fd in fds if fd is not None]
 
     def _closed_since(self, inode: int) -> list[Path]:
