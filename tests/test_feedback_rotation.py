@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from studio_align.data.paths import expand_log_paths
-from studio_align.serving import learning
+from studio_align.serving import feedback, learning
 from studio_align.serving.auth import Verifier
 from studio_align.serving.feedback import (
     DuplicateEventError,
@@ -84,6 +85,30 @@ def test_a_retry_is_caught_across_a_rotation_and_a_restart(tmp_path: Path) -> No
     with pytest.raises(DuplicateEventError):
         restarted.append(changed)
     assert sum(e["id"] == last_in_segment["id"] for e in _lines(tmp_path)) == 1
+
+
+def test_a_clock_that_went_back_never_overwrites_a_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "route_events.jsonl"
+    log = FeedbackLog(path, rotate_bytes=ROTATE)
+    i = 0
+    while not segments(path):
+        log.append(_event(i))
+        i += 1
+
+    class Past(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Past:
+            return cls(2020, 1, 1, tzinfo=tz)
+
+    monkeypatch.setattr(feedback, "datetime", Past)
+    while len(segments(path)) < 3:
+        log.append(_event(i))
+        i += 1
+    firsts = [int(json.loads(p.read_bytes().splitlines()[0])["id"][3:]) for p in segments(path)]
+    assert firsts == sorted(firsts)  # names sort as the segments were closed
+    assert sorted(e["id"] for e in _lines(tmp_path)) == sorted(f"w0-{k}" for k in range(i))
 
 
 def _append_many(path: str, worker: int, n: int) -> None:

@@ -44,7 +44,7 @@ import stat
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,19 @@ def segments(path: Path) -> list[Path]:
     except OSError:
         return []
     return sorted(found)
+
+
+def next_segment_path(path: Path) -> Path:
+    """The name the live log `path` takes when closed now: its closing time, or just after
+    the newest segment's if the clock went back, so names always sort as segments were
+    closed (and never overwrite one). Only the holder of the log's lock calls it."""
+    stamp = datetime.now(UTC)
+    closed = segments(path)
+    if closed:
+        text = closed[-1].name[len(path.stem) + 1 : len(closed[-1].name) - len(path.suffix)]
+        newest = datetime.strptime(text, STAMP).replace(tzinfo=UTC)
+        stamp = max(stamp, newest + timedelta(microseconds=1))
+    return path.with_name(f"{path.stem}.{stamp.strftime(STAMP)}{path.suffix}")
 
 
 def segment_with_inode(path: Path, inode: int) -> Path | None:
@@ -248,18 +261,16 @@ class FeedbackLog:
 
     def _rotate(self, fd: int) -> int:
         """Close the full log `fd` (open and locked) as a segment; the new log, open and
-        locked. The segment's name is its closing time, so names sort as the segments do."""
-        closed = self.path.with_name(
-            f"{self.path.stem}.{datetime.now(UTC).strftime(STAMP)}{self.path.suffix}"
-        )
+        locked (`fd` is closed once it is, so a failure leaves the caller one to close)."""
         try:
-            os.rename(self.path, closed)
+            os.rename(self.path, next_segment_path(self.path))
         except OSError as e:  # the size is a soft bound: keep writing to the full log
             log.warning("feedback log: could not close %s as a segment (%s)", self.path, e)
             return fd
         _fsync_dir(self.path.parent)
+        new = self._open_live()  # sees the new inode and moves `_seen` to `_previous`
         os.close(fd)
-        return self._open_live()  # sees the new inode and moves `_seen` to `_previous`
+        return new
 
     def _write_whole(self, fd: int, line: bytes) -> None:
         """Write `line` and fsync it, or roll the file back to its size before and raise."""
