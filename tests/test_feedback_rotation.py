@@ -103,12 +103,13 @@ def test_a_clock_that_went_back_never_overwrites_a_segment(
             return cls(2020, 1, 1, tzinfo=tz)
 
     monkeypatch.setattr(feedback, "datetime", Past)
-    while len(segments(path)) < 3:
-        log.append(_event(i))
-        i += 1
+    n = i + 60  # two more rotations at least
+    for k in range(i, n):
+        log.append(_event(k))
+    assert len(segments(path)) >= 3
     firsts = [int(json.loads(p.read_bytes().splitlines()[0])["id"][3:]) for p in segments(path)]
     assert firsts == sorted(firsts)  # names sort as the segments were closed
-    assert sorted(e["id"] for e in _lines(tmp_path)) == sorted(f"w0-{k}" for k in range(i))
+    assert sorted(e["id"] for e in _lines(tmp_path)) == sorted(f"w0-{k}" for k in range(n))
 
 
 def _append_many(path: str, worker: int, n: int) -> None:
@@ -130,8 +131,8 @@ def test_writers_in_several_processes_rotate_without_losing_a_line(tmp_path: Pat
         assert p.exitcode == 0
     events = _lines(path.parent)  # a torn or interleaved line would break JSON
     assert len(segments(path)) >= 10
-    for p in segments(path):
-        _assert_closed_when_full(p)
+    for seg in segments(path):
+        _assert_closed_when_full(seg)
     ids = [e["id"] for e in events]
     assert len(ids) == len(set(ids)) == 4 * 50
 
