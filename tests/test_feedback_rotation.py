@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from studio_align.data.compile import compile_logs
 from studio_align.data.paths import expand_log_paths
 from studio_align.serving import feedback, learning
 from studio_align.serving.auth import Verifier
@@ -177,3 +178,13 @@ def test_the_learner_follows_the_log_across_rotations(tmp_path: Path) -> None:
 
 def _lines_of(paths: list[Path]) -> list[dict[str, Any]]:
     return [json.loads(line) for p in paths for line in p.read_bytes().splitlines()]
+
+
+def test_data_compile_of_the_folder_reads_every_segment_once(tmp_path: Path) -> None:
+    folder = tmp_path / "fb"
+    log = FeedbackLog(folder / "route_events.jsonl", rotate_bytes=ROTATE)
+    for i in range(40):
+        log.append(_event(i))
+    assert len(segments(folder / "route_events.jsonl")) >= 2
+    res = compile_logs([folder], tmp_path / "out", heldout_fraction=0.0)
+    assert res.manifest["events"]["route"] == 40
