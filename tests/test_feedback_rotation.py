@@ -15,14 +15,11 @@ import pytest
 
 from studio_align.data.compile import compile_logs
 from studio_align.data.paths import expand_log_paths
-from studio_align.serving import feedback, learning
+from studio_align.serving import learning
+from studio_align.serving import segments as segment_names
 from studio_align.serving.auth import Verifier
-from studio_align.serving.feedback import (
-    DuplicateEventError,
-    FeedbackLog,
-    route_event,
-    segments,
-)
+from studio_align.serving.feedback import DuplicateEventError, FeedbackLog, route_event
+from studio_align.serving.segments import segments
 
 ROTATE = 2048
 
@@ -103,7 +100,7 @@ def test_a_clock_that_went_back_never_overwrites_a_segment(
         def now(cls, tz: Any = None) -> Past:
             return cls(2020, 1, 1, tzinfo=tz)
 
-    monkeypatch.setattr(feedback, "datetime", Past)
+    monkeypatch.setattr(segment_names, "datetime", Past)
     n = i + 60  # two more rotations at least
     for k in range(i, n):
         log.append(_event(k))

@@ -39,12 +39,11 @@ import hashlib
 import json
 import logging
 import os
-import re
 import stat
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from studio_align.catalog import Catalog
 from studio_align.data.reader import route_problem
 from studio_align.data.schemas import EVENT_ADAPTER, RouteEvent
 from studio_align.errors import ConfigError
+from studio_align.serving.segments import next_segment_path, segment_with_inode, segments
 
 log = logging.getLogger("studio_align.serving")
 Writer = Callable[[int, bytes], int]
@@ -95,43 +95,6 @@ def check_log_path(path: Path) -> None:
         raise ConfigError(f"feedback_log: {path} is not a regular file (a FIFO, device or folder)")
     if path.parent.exists() and not path.parent.is_dir():
         raise ConfigError(f"feedback_log: {path.parent} is not a folder")
-
-
-STAMP = "%Y%m%dT%H%M%S%fZ"
-
-
-def segments(path: Path) -> list[Path]:
-    """The log's closed segments (`<stem>.<UTC stamp><suffix>` beside it), oldest first."""
-    name = re.compile(re.escape(path.stem) + r"\.\d{8}T\d{12}Z" + re.escape(path.suffix) + "$")
-    try:
-        found = [q for q in path.parent.iterdir() if name.match(q.name)]
-    except OSError:
-        return []
-    return sorted(found)
-
-
-def next_segment_path(path: Path) -> Path:
-    """The name the live log `path` takes when closed now: its closing time, or just after
-    the newest segment's if the clock went back, so names always sort as segments were
-    closed (and never overwrite one). Only the holder of the log's lock calls it."""
-    stamp = datetime.now(UTC)
-    closed = segments(path)
-    if closed:
-        text = closed[-1].name[len(path.stem) + 1 : len(closed[-1].name) - len(path.suffix)]
-        newest = datetime.strptime(text, STAMP).replace(tzinfo=UTC)
-        stamp = max(stamp, newest + timedelta(microseconds=1))
-    return path.with_name(f"{path.stem}.{stamp.strftime(STAMP)}{path.suffix}")
-
-
-def segment_with_inode(path: Path, inode: int) -> Path | None:
-    """The closed segment of `path` that is the file `inode` (newest first), if any."""
-    for q in reversed(segments(path)):
-        try:
-            if q.stat(follow_symlinks=False).st_ino == inode:
-                return q
-        except OSError:
-            continue
-    return None
 
 
 def _open_regular(name: str, access: int) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 
 from studio_align.router.memory import ExemplarMemory, MemorySettings
 from studio_align.serving.auth import Verifier, creator_key
-from studio_align.serving.feedback import segment_with_inode, segments
+from studio_align.serving.segments import segment_with_inode, segments
 
 CHUNK_BYTES = 4 << 20
 Exemplar = tuple[dict[str, Any], list[str], str, str]  # request, plan, creator key, source
