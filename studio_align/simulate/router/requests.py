@@ -25,10 +25,11 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
+from studio_align.simulate.router.levers import Split, lever, swap_first, with_context
 from studio_align.simulate.router.noise import (
     drop_words,
     shuffle_clauses,
@@ -52,10 +53,9 @@ from studio_align.simulate.router.phrases import (
 )
 from studio_align.simulate.router.prompt_style import render_prompt
 from studio_align.simulate.router.refusals import add_refusal
-from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS, CONTEXT_LINES
+from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS
 from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
 
-Split = Literal["train", "heldout"]
 LANGS = ("en", "zh")
 # Fraction of training requests written by `styles` (0 = templates only). 0.4 against 0 on validation (hand-written + generator, 300 SFT steps): 0.850
 # vs 0.781 exact; no other value was tried.
@@ -253,14 +253,14 @@ def generate_examples(
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
-    context_prob, xrng = _lever(context_prob, CONTEXT_PROB, "context", seed, split)
-    anime_prob, arng = _lever(anime_prob, ANIME_PROB, "anime", seed, split)
-    busy_prob, brng = _lever(busy_prob, BUSY_PROB, "busy", seed, split)
-    prompt_prob, prng = _lever(prompt_prob, PROMPT_PROB, "prompt", seed, split)
-    correction_prob, krng = _lever(correction_prob, CORRECTION_PROB, "correction", seed, split)
-    refusal_prob, rrng = _lever(refusal_prob, REFUSAL_PROB, "refusal", seed, split)
-    wide_prob, wrng = _lever(wide_prob, WIDE_PROB, "wide", seed, split)
-    colloquial_prob, crng = _lever(colloquial_prob, COLLOQUIAL_PROB, "colloquial", seed, split)
+    context_prob, xrng = lever(context_prob, CONTEXT_PROB, "context", seed, split)
+    anime_prob, arng = lever(anime_prob, ANIME_PROB, "anime", seed, split)
+    busy_prob, brng = lever(busy_prob, BUSY_PROB, "busy", seed, split)
+    prompt_prob, prng = lever(prompt_prob, PROMPT_PROB, "prompt", seed, split)
+    correction_prob, krng = lever(correction_prob, CORRECTION_PROB, "correction", seed, split)
+    refusal_prob, rrng = lever(refusal_prob, REFUSAL_PROB, "refusal", seed, split)
+    wide_prob, wrng = lever(wide_prob, WIDE_PROB, "wide", seed, split)
+    colloquial_prob, crng = lever(colloquial_prob, COLLOQUIAL_PROB, "colloquial", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -297,11 +297,11 @@ def generate_examples(
         if prompt_prob > 0 and prng.random() < prompt_prob:
             text = render_prompt(intent, lang, prng)
         if busy_prob > 0 and brng.random() < busy_prob:
-            text = _swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, brng)
+            text = swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, brng)
         if anime_prob > 0 and arng.random() < anime_prob:
-            text = _swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
+            text = swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
         if context_prob > 0 and xrng.random() < context_prob:
-            text = _with_context(text, lang, xrng)
+            text = with_context(text, lang, xrng)
         if correction_prob > 0 and krng.random() < correction_prob:
             text = _corrected(intent, text, lang, krng, intents, split)
         text = _colloquial(text, lang, crng, probs[lang])
@@ -311,47 +311,10 @@ def generate_examples(
     return out
 
 
-def _lever(
-    prob: float | None, default: float, name: str, seed: int, split: Split
-) -> tuple[float, random.Random]:
-    """A lever's rate (`default` in training where not given, 0 otherwise) and its own
-    random stream."""
-    if prob is None:
-        prob = default if split == "train" else 0.0
-    return prob, random.Random(f"{name}:{seed}:{split}")
-
-
 def _styled(intent: Intent, lang: str, rng: random.Random, lexicon: Lexicon) -> str:
     text = render_styled(intent, lang, rng, lexicon=lexicon)
     if rng.random() < STYLED_TYPO_PROB:
         text = typo_en(text, rng) if lang == "en" else typo_zh(text, rng)
-    return text
-
-
-def _with_context(text: str, lang: str, rng: random.Random) -> str:
-    """`text` with a line of `CONTEXT_LINES` before it (60 %) or after it."""
-    line = rng.choice(CONTEXT_LINES[lang])
-    zh = lang == "zh"
-    if rng.random() < 0.6:
-        if line[-1] in ":：.。!！”'":
-            return line + ("" if zh else " ") + text
-        return line + ("，" if zh else ": ") + text
-    end = "" if text[-1:] in (".", "。", "!", "！", "?", "？") else ("。" if zh else ".")
-    return text + end + ("" if zh else " ") + line.rstrip(":：")
-
-
-def _swap_first(
-    text: str,
-    pools: dict[str, tuple[str, ...]],
-    new: dict[str, tuple[str, ...]],
-    rng: random.Random,
-) -> str:
-    """`text` with its first word from `pools` replaced by one of `new` in that word's
-    language (unchanged where typos or a template left none of them in it)."""
-    for lang, pool in pools.items():
-        for word in pool:
-            if word in text:
-                return text.replace(word, rng.choice(new[lang]), 1)
     return text
 
 
