@@ -53,7 +53,7 @@ from studio_align.simulate.router.phrases import (
 )
 from studio_align.simulate.router.prompt_style import render_prompt
 from studio_align.simulate.router.refusals import add_refusal
-from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS
+from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS, SPOKEN_LINES
 from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
 
 LANGS = ("en", "zh")
@@ -112,6 +112,11 @@ ANIME_PROB = 0.3
 # (`slots.CONTEXT_LINES`: a hand-off, a deadline, a client's words), drawn from its own
 # random stream. Off until measured (docs/experiments/router-context-lines.md).
 CONTEXT_PROB = 0.0
+# Fraction of training requests whose spoken line (`SLOTS["line"]`, four plain lines a
+# language) is swapped for one of `slots.SPOKEN_LINES` (lines that name pictures, films,
+# music or scenes), drawn from its own random stream. Off until measured
+# (docs/experiments/router-spoken-lines.md).
+SPOKEN_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -227,6 +232,7 @@ def generate_examples(
     busy_prob: float | None = None,
     anime_prob: float | None = None,
     context_prob: float | None = None,
+    spoken_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -249,12 +255,14 @@ def generate_examples(
     `anime_prob` (default `ANIME_PROB` in training, 0 otherwise) swaps that fraction's style
     word for an anime-family one (`ANIME_STYLES`). `context_prob` (default `CONTEXT_PROB` in
     training, 0 otherwise) puts a line that names no medium before or after that fraction
-    (`CONTEXT_LINES`).
+    (`CONTEXT_LINES`). `spoken_prob` (default `SPOKEN_PROB` in training, 0 otherwise) swaps
+    that fraction's spoken line for one of `SPOKEN_LINES`.
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
     context_prob, xrng = lever(context_prob, CONTEXT_PROB, "context", seed, split)
     anime_prob, arng = lever(anime_prob, ANIME_PROB, "anime", seed, split)
+    spoken_prob, lrng = lever(spoken_prob, SPOKEN_PROB, "spoken", seed, split)
     busy_prob, brng = lever(busy_prob, BUSY_PROB, "busy", seed, split)
     prompt_prob, prng = lever(prompt_prob, PROMPT_PROB, "prompt", seed, split)
     correction_prob, krng = lever(correction_prob, CORRECTION_PROB, "correction", seed, split)
@@ -300,6 +308,8 @@ def generate_examples(
             text = swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, brng)
         if anime_prob > 0 and arng.random() < anime_prob:
             text = swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
+        if spoken_prob > 0 and lrng.random() < spoken_prob:
+            text = swap_first(text, SLOTS["line"], SPOKEN_LINES, lrng)
         if context_prob > 0 and xrng.random() < context_prob:
             text = with_context(text, lang, xrng)
         if correction_prob > 0 and krng.random() < correction_prob:
@@ -375,6 +385,7 @@ def demo_splits(
     busy_prob: float | None = None,
     anime_prob: float | None = None,
     context_prob: float | None = None,
+    spoken_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -390,6 +401,7 @@ def demo_splits(
         busy_prob=busy_prob,
         anime_prob=anime_prob,
         context_prob=context_prob,
+        spoken_prob=spoken_prob,
     )
     return {
         "train": both[:n_train],

@@ -292,3 +292,38 @@ BUSY_SUBJECTS: dict[str, tuple[str, ...]] = {
     ),
 }
 # fmt: on
+
+# Spoken lines whose words name pictures, films, music or scenes. `SLOTS["line"]` holds four
+# plain lines per language, so in training the words inside a quoted line never name a
+# medium; `spoken_prob` in `requests.generate_examples` swaps one of these in for a
+# `SLOTS["line"]` line, so what a voiceover says does not choose the plan: its framing does.
+# fmt: off
+SPOKEN_LINES: dict[str, tuple[str, ...]] = {
+    "en": (
+        "imagine a city of glass at sunrise", "the music fades and the lights go down",
+        "every photo tells a story, and this one starts in Lisbon",
+        "cut to black. silence. then thunder.", "this video is sponsored by absolutely nobody",
+        "a lighthouse, a storm and one small boat", "three, two, one, action",
+        "the film you are about to see is based on a true story",
+        "neon lights, rain on the windshield, one last drive", "smile, you're on camera",
+        "an anime marathon like no other, this weekend only",
+        "listen closely: the forest is singing", "sketch it, colour it, animate it, repeat",
+        "snow falls softly on the old mountain temple", "tonight's playlist is all jazz, all night",
+        "our little gallery opens its doors on Saturday", "draw your own conclusions",
+        "somewhere between the drums and the dawn, we found our sound",
+        "frame by frame, we built this dream", "the portrait studio is closed on mondays",
+        "press play and let the ocean do the talking", "a song for every season",
+        "watch the sky turn gold over the harbour", "meet the painter behind the mural",
+    ),
+    "zh": (
+        "想象一下：清晨的玻璃之城", "音乐渐渐停下，灯光暗了", "每一张照片都有故事，这一张从里斯本开始",
+        "画面切黑，一片寂静，然后是雷声", "本视频没有任何赞助", "灯塔、风暴，还有一只小船",
+        "三、二、一，开拍", "你即将看到的电影改编自真实故事", "霓虹灯，挡风玻璃上的雨，最后一次兜风",
+        "笑一个，你在镜头里", "动漫马拉松，仅此一个周末", "仔细听，森林在唱歌",
+        "画草图，上色，做动画，再来一遍", "雪花轻轻落在山中古寺", "今晚的歌单，全是爵士",
+        "我们的小画廊周六开门", "在鼓声和黎明之间，我们找到了自己的声音", "一帧一帧，我们拼出了这个梦",
+        "照相馆周一休息", "按下播放，让大海替我们说话", "每个季节都有一首歌",
+        "看港口上空的天慢慢变成金色", "认识一下这幅壁画背后的画家", "镜头拉远，故事才刚开始",
+    ),
+}
+# fmt: on
