@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,27 @@ def test_data_compile_of_the_folder_reads_every_segment_once(tmp_path: Path) -> 
     assert len(segments(folder / "route_events.jsonl")) >= 2
     res = compile_logs([folder], tmp_path / "out", heldout_fraction=0.0)
     assert res.manifest["events"]["route"] == 40
+
+
+def test_a_rebuild_while_the_log_is_being_closed_reads_each_event_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "route_events.jsonl"
+    verifier = Verifier({"acme": b"k" * 32})
+    log = FeedbackLog(path, rotate_bytes=ROTATE)
+    i = 0
+    while not segments(path) or path.stat().st_size < ROTATE // 2:
+        assert log.append(verifier.seal(_event(i), "acme"))
+        i += 1
+    listed = learning.segments
+
+    def closing_first(p: Path) -> list[Path]:  # another writer closes the log just now
+        monkeypatch.setattr(learning, "segments", listed)
+        os.rename(path, segment_names.next_segment_path(path))
+        return listed(p)
+
+    monkeypatch.setattr(learning, "segments", closing_first)
+    router = Recorder()
+    learning.Learner(path, verifier).build(router)
+    both = [e["request"]["text"] for e in _lines_of(segments(path)[-2:])]
+    assert router.texts == both

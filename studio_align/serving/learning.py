@@ -42,6 +42,13 @@ def _open_read(path: Path) -> int | None:
         return None
 
 
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat(follow_symlinks=False).st_ino
+    except OSError:
+        return None
+
+
 def _read(fd: int, offset: int, cap: int | None = None) -> tuple[list[dict[str, Any]], int]:
     """The complete lines in one chunk (`CHUNK_BYTES`, at most `cap`) from `offset`, and the
     offset after them. A line longer than the chunk is read to its end (never past `cap`
@@ -87,7 +94,7 @@ class Learner:
 
     def build(self, router: Any) -> int:
         """Give `router` the memory of the log (the live log and its newest closed segment,
-        `feedback.segments`, on top of its checkpoint's memory); returns the exemplars added.
+        `segments.segments`, on top of its checkpoint's memory); returns the exemplars added.
         Two passes: the first reads who each event is from and asks the memory's bounds which
         events will stay (`ExemplarMemory.survivors`); the second embeds only those, so a
         reload costs the memory's size, not the log's."""
@@ -165,9 +172,13 @@ class Learner:
         return [*segments(self.path)[-1:], self.path]
 
     def _history(self) -> list[int]:
-        """`history`, open for reading (held open, so a rotation meanwhile changes nothing
-        a build reads)."""
-        fds = [_open_read(p) for p in self.history()]
+        """`history`, open for reading and held open, so a rotation meanwhile changes
+        nothing a build reads. The live log is opened first: if it is closed before the
+        segments are listed, it is the newest of them, and the one before it is read."""
+        live = _open_read(self.path)
+        inode = os.fstat(live).st_ino if live is not None else None
+        older = [q for q in segments(self.path) if _inode(q) != inode]
+        fds = [_open_read(q) for q in older[-1:]] + [live]
         return [fd for fd in fds if fd is not None]
 
     def _closed_since(self, inode: int) -> list[Path]:
