@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from studio_align.router.format import is_cjk
 from studio_align.simulate.router.requests import generate_examples
 
 Pair = tuple[dict[str, Any], dict[str, Any]]
@@ -21,3 +22,19 @@ def lever_changes(lever: str, prob: float, *, seed: int, n: int = 3000) -> tuple
     held = [generate_examples(200, seed=seed, split="heldout", **{lever: p}) for p in (None, 0.0)]
     assert held[0] == held[1]  # held-out phrasing stays the templates'
     return changed, n
+
+
+def swapped_plans(
+    changed: list[Pair], old: dict[str, tuple[str, ...]], new: dict[str, tuple[str, ...]]
+) -> set[tuple[str, ...]]:
+    """Check that each changed request lost a phrase of `old` and gained one of `new` in
+    that phrase's language; the plans of the changed requests."""
+    plans = set()
+    for b, x in changed:
+        gone = [s for pool in old.values() for s in pool
+                if s in b["request"]["text"] and s not in x["request"]["text"]]  # fmt: skip
+        assert gone, (b["request"]["text"], x["request"]["text"])
+        lang = "zh" if is_cjk(gone[0]) else "en"
+        assert any(s in x["request"]["text"] for s in new[lang]), x["request"]["text"]
+        plans.add(tuple(x["plan"]))
+    return plans

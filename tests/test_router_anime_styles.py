@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from router_lever_helpers import lever_changes
+from router_lever_helpers import lever_changes, swapped_plans
 
 from studio_align.router.format import is_cjk
 from studio_align.simulate.router.slots import ANIME_STYLES, SLOTS
@@ -11,14 +11,7 @@ from studio_align.simulate.router.slots import ANIME_STYLES, SLOTS
 def test_anime_prob_swaps_style_words_only_and_keeps_the_rest_byte_identical() -> None:
     changed, n = lever_changes("anime_prob", 1.0, seed=3)
     assert 0.02 < len(changed) / n < 0.12  # only requests with a style word change
-    plans = set()
-    for b, x in changed:
-        old = [s for pool in SLOTS["style"].values() for s in pool
-               if s in b["request"]["text"] and s not in x["request"]["text"]]  # fmt: skip
-        assert old, (b["request"]["text"], x["request"]["text"])
-        lang = "zh" if is_cjk(old[0]) else "en"
-        assert any(s in x["request"]["text"] for s in ANIME_STYLES[lang]), x["request"]["text"]
-        plans.add(tuple(x["plan"]))
+    plans = swapped_plans(changed, SLOTS["style"], ANIME_STYLES)
     assert ("ideogram.text_to_image",) in plans and ("runway.video_to_video",) in plans
     assert not any("storyboard" in step for plan in plans for step in plan)
 

@@ -3,7 +3,7 @@ not, and no line is one of the hand-written sets' own."""
 
 from __future__ import annotations
 
-from router_lever_helpers import lever_changes
+from router_lever_helpers import lever_changes, swapped_plans
 
 from studio_align.router import eval as packaged
 from studio_align.router.format import is_cjk
@@ -13,14 +13,7 @@ from studio_align.simulate.router.slots import SLOTS, SPOKEN_LINES
 def test_spoken_prob_swaps_spoken_lines_only_and_keeps_the_rest_byte_identical() -> None:
     changed, n = lever_changes("spoken_prob", 1.0, seed=3)
     assert 0.03 < len(changed) / n < 0.15  # only requests with a spoken line change
-    plans = set()
-    for b, x in changed:
-        old = [s for pool in SLOTS["line"].values() for s in pool
-               if s in b["request"]["text"] and s not in x["request"]["text"]]  # fmt: skip
-        assert old, (b["request"]["text"], x["request"]["text"])
-        lang = "zh" if is_cjk(old[0]) else "en"
-        assert any(s in x["request"]["text"] for s in SPOKEN_LINES[lang]), x["request"]["text"]
-        plans.add(tuple(x["plan"]))
+    plans = swapped_plans(changed, SLOTS["line"], SPOKEN_LINES)
     assert all("audio.speech" in plan for plan in plans)  # lines are what a voice says
     assert ("audio.speech",) in plans and ("wan.text_to_video", "audio.speech") in plans
 
