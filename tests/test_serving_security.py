@@ -259,6 +259,19 @@ def test_feedback_is_idempotent_on_the_event_id(client: TestClient, tmp_path: Pa
     assert len(log.read_text().splitlines()) == 1
 
 
+def test_a_server_rotates_its_feedback_log_and_still_knows_retries(tmp_path: Path) -> None:
+    app = create_app(_cfg(tmp_path, feedback_rotate_mb=0.001), loader=fake_loader)  # ~1 KB
+    with TestClient(app) as c:
+        _ready(c)
+        for i in range(12):
+            assert c.post("/v1/feedback", json={**FB, "id": f"evt-{i}"}).json()["written"]
+        folder = tmp_path / "feedback"
+        assert len(list(folder.glob("route_events.*.jsonl"))) >= 2  # closed segments
+        assert c.post("/v1/feedback", json={**FB, "id": "evt-10"}).json()["written"] is False
+    ids = [json.loads(x)["id"] for p in folder.glob("*.jsonl") for x in p.read_text().splitlines()]
+    assert sorted(ids) == sorted(f"evt-{i}" for i in range(12))
+
+
 def test_abandoned_with_a_final_plan_is_refused(client: TestClient) -> None:
     body = {**FB, "outcome": "abandoned", "final": ["wan.image_to_video"]}
     r = client.post("/v1/feedback", json=body)
