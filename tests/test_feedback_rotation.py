@@ -111,6 +111,23 @@ def test_a_clock_that_went_back_never_overwrites_a_segment(
     assert sorted(e["id"] for e in _lines(tmp_path)) == sorted(f"w0-{k}" for k in range(n))
 
 
+def test_a_retry_is_caught_when_it_finds_the_log_full_after_another_writer_rotated(
+    tmp_path: Path,
+) -> None:
+    """The retry's original is in the segment another writer closed; the retry itself must
+    close the next one. The check comes first, or that segment would drop out of memory."""
+    path = tmp_path / "route_events.jsonl"
+    first, other = FeedbackLog(path, rotate_bytes=ROTATE), FeedbackLog(path, rotate_bytes=ROTATE)
+    original = _event(0, "a")
+    assert first.append(original)
+    i = 0
+    while not segments(path) or path.stat().st_size < ROTATE:  # closed once, then full again
+        assert other.append(_event(i, "b"))
+        i += 1
+    assert not first.append(original)
+    assert sum(e["id"] == original["id"] for e in _lines(tmp_path)) == 1
+
+
 def _append_many(path: str, worker: int, n: int) -> None:
     log = FeedbackLog(path, rotate_bytes=ROTATE)
     for i in range(n):

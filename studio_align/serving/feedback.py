@@ -164,23 +164,31 @@ class FeedbackLog:
             try:
                 self._repair_tail(fd)
                 self._catch_up(fd)
+                if self._known(key, digest, event_id):
+                    return False
                 if self.rotate_bytes and os.fstat(fd).st_size >= self.rotate_bytes:
+                    # checked before: the segment closed here drops out of `_previous`
                     fd = self._rotate(fd)
                     self._repair_tail(fd)
                     self._catch_up(fd)
-                known = self._seen.get(key, self._previous.get(key))
-                if known is not None:
-                    if known != digest:
-                        raise DuplicateEventError(
-                            f"event id {event_id!r} was already used for a different event"
-                        )
-                    return False
+                    if self._known(key, digest, event_id):  # written meanwhile elsewhere
+                        return False
                 self._write_whole(fd, line)
                 self._offset = os.fstat(fd).st_size
                 self._seen[key] = digest
                 return True
             finally:
                 os.close(fd)  # releases the lock
+
+    def _known(self, key: str, digest: str, event_id: str) -> bool:
+        """Whether the event is already in the live log or the newest closed segment (a
+        `DuplicateEventError` when its id is there with another body)."""
+        known = self._seen.get(key, self._previous.get(key))
+        if known is not None and known != digest:
+            raise DuplicateEventError(
+                f"event id {event_id!r} was already used for a different event"
+            )
+        return known is not None
 
     def _open(self) -> int:
         return _open_regular(str(self.path), os.O_RDWR)
