@@ -120,7 +120,9 @@ def test_unfamiliarity_in_confidence_is_what_decide_serves(router) -> None:
     z = cal.slope * np.log(p / (1 - p)) + cal.ood_weight * unfam + cal.bias
     by_hand = 1 / (1 + np.exp(-z))
     got = [d["confidence"] for d in router.decide(reqs)]
-    np.testing.assert_allclose(got, by_hand, rtol=1e-6)
+    # decide works in float32 and the log-odds scale a small confidence's rounding by |z|
+    # (up to ~10 here): 1e-5 is float32's reach; a wrong formula is off by far more
+    np.testing.assert_allclose(got, by_hand, rtol=1e-5)
     router.calibration = None
 
 
