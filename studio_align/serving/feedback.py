@@ -33,6 +33,7 @@ memory that keeps costs one short string per event of at most two segments.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -146,13 +147,7 @@ class FeedbackLog:
             f.seek(self._offset)
             data = f.read(size - self._offset)
         end = data.rfind(b"\n") + 1  # a torn tail is re-read next time
-        for line in data[:end].splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and isinstance(event.get("id"), str):
-                self._seen.setdefault(_key(event), _digest(event))
+        _remember_ids(self._seen, data[:end])
         self._offset += end
 
     def append(self, event: Mapping[str, Any]) -> bool:
@@ -285,20 +280,22 @@ class FeedbackLog:
         self._offset = min(self._offset, cut)
 
 
-def _ids(path: Path) -> dict[str, str]:
-    """The idempotency keys and digests of a closed segment's events."""
-    out: dict[str, str] = {}
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return out
+def _remember_ids(ids: dict[str, str], data: bytes) -> None:
+    """Add the idempotency key and digest of each event line in `data` to `ids`."""
     for line in data.splitlines():
         try:
             event = json.loads(line)
         except ValueError:
             continue
         if isinstance(event, dict) and isinstance(event.get("id"), str):
-            out.setdefault(_key(event), _digest(event))
+            ids.setdefault(_key(event), _digest(event))
+
+
+def _ids(path: Path) -> dict[str, str]:
+    """The idempotency keys and digests of a closed segment's events."""
+    out: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        _remember_ids(out, path.read_bytes())
     return out
 
 
