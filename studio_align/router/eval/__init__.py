@@ -67,6 +67,13 @@
   `caption_first` (the post's caption, then the visual), `screenplay` (EXT. / 内景 scene
   headings) and `filename_ref` (the upload named by its file name). Validation only,
   never training.
+- `handwritten_val8`: 64 validation requests written on 6 December 2026, before any model
+  was run on them, in eight languages other than English and Chinese, eight rows each:
+  Spanish, French, German, Portuguese, Italian, Japanese, Korean and Russian, typed the
+  way a creator in that language would (slang, politeness levels, local subjects), over
+  single and multi-step plans. The training generator writes English and Chinese only;
+  these rows measure what the multilingual encoder carries to the rest. Validation only,
+  never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -93,6 +100,7 @@ SETS = (
     "handwritten_val5",
     "handwritten_val6",
     "handwritten_val7",
+    "handwritten_val8",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -102,7 +110,10 @@ VAL_SETS = (
     "handwritten_val5",
     "handwritten_val6",
     "handwritten_val7",
+    "handwritten_val8",
 )
+# Sets in languages other than English and Chinese: not balanced between the two.
+OTHER_LANGUAGE_SETS = ("handwritten_val8",)
 EVAL_SETS = ("handwritten_v1", "handwritten_v2", "handwritten_v3", "handwritten_v4")
 
 
