@@ -29,6 +29,7 @@ from typing import Any
 
 from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
+from studio_align.simulate.router.foreign import render_foreign
 from studio_align.simulate.router.levers import Split, lever, swap_first, with_context
 from studio_align.simulate.router.noise import (
     drop_words,
@@ -119,6 +120,10 @@ CONTEXT_PROB = 0.0
 # (quickstart SFT, seeds 26-29): the 47 validation requests with a voiceover 0.691 ->
 # 0.878 exact, the 520 pooled 0.874 -> 0.893 (docs/experiments/router-spoken-lines.md).
 SPOKEN_PROB = 0.5
+# Fraction of training requests replaced by one written in Spanish, French, German, Japanese
+# or Korean (`foreign`), drawn from its own random stream. Off until measured
+# (docs/experiments/router-foreign-languages.md).
+FOREIGN_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -235,6 +240,7 @@ def generate_examples(
     anime_prob: float | None = None,
     context_prob: float | None = None,
     spoken_prob: float | None = None,
+    foreign_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -258,7 +264,9 @@ def generate_examples(
     word for an anime-family one (`ANIME_STYLES`). `context_prob` (default `CONTEXT_PROB` in
     training, 0 otherwise) puts a line that names no medium before or after that fraction
     (`CONTEXT_LINES`). `spoken_prob` (default `SPOKEN_PROB` in training, 0 otherwise) swaps
-    that fraction's spoken line for one of `SPOKEN_LINES`.
+    that fraction's spoken line for one of `SPOKEN_LINES`. `foreign_prob` (default
+    `FOREIGN_PROB` in training, 0 otherwise) replaces that fraction, last, by a request in
+    another language (`foreign`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -271,6 +279,7 @@ def generate_examples(
     refusal_prob, rrng = lever(refusal_prob, REFUSAL_PROB, "refusal", seed, split)
     wide_prob, wrng = lever(wide_prob, WIDE_PROB, "wide", seed, split)
     colloquial_prob, crng = lever(colloquial_prob, COLLOQUIAL_PROB, "colloquial", seed, split)
+    foreign_prob, frng = lever(foreign_prob, FOREIGN_PROB, "foreign", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -319,6 +328,8 @@ def generate_examples(
         text = _colloquial(text, lang, crng, probs[lang])
         if refusal_prob > 0 and rrng.random() < refusal_prob:
             text = add_refusal(text, intent.plan, intent.attachments, lang, rrng)
+        if foreign_prob > 0 and frng.random() < foreign_prob:
+            text = render_foreign(intent, frng)
         out.append(make_example(intent, text))
     return out
 
@@ -388,6 +399,7 @@ def demo_splits(
     anime_prob: float | None = None,
     context_prob: float | None = None,
     spoken_prob: float | None = None,
+    foreign_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -404,6 +416,7 @@ def demo_splits(
         anime_prob=anime_prob,
         context_prob=context_prob,
         spoken_prob=spoken_prob,
+        foreign_prob=foreign_prob,
     )
     return {
         "train": both[:n_train],
