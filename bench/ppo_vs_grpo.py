@@ -34,9 +34,9 @@ from studio_align.catalog import default_catalog
 from studio_align.data.compile import compile_logs
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
+from studio_align.router.checkpoint import save_router
 from studio_align.router.data import write_jsonl
 from studio_align.router.format import build_tokenizer
-from studio_align.router.router import save_router
 from studio_align.simulate.router.creators import demo_creator_data
 from studio_align.testing import toy
 from studio_align.training.checkpoint import CheckpointConfig

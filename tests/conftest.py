@@ -146,9 +146,9 @@ def make_route_workspace(root: Path, *, train_creators: int = 8) -> Path:
     from studio_align.data.compile import compile_logs
     from studio_align.models.config import ModelConfig
     from studio_align.models.transformer import Transformer
+    from studio_align.router.checkpoint import save_router
     from studio_align.router.data import write_jsonl
     from studio_align.router.format import build_tokenizer
-    from studio_align.router.router import save_router
     from studio_align.simulate.router.creators import demo_creator_data
 
     data = demo_creator_data(seed=0, n_train_creators=train_creators, n_eval_creators=2)
@@ -169,8 +169,9 @@ def add_tiny_router(ws: Path, name: str, *, seed: int, vocab_size: int | None = 
 
     from studio_align.models.config import ModelConfig
     from studio_align.models.transformer import Transformer
+    from studio_align.router.checkpoint import save_router
     from studio_align.router.format import build_tokenizer
-    from studio_align.router.router import Router, save_router
+    from studio_align.router.router import Router
 
     r = Router.load(ws / "router")
     tok = r.tokenizer

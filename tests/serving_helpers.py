@@ -27,8 +27,9 @@ from flax import nnx
 from studio_align.catalog import default_catalog
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
+from studio_align.router.checkpoint import save_router
 from studio_align.router.format import build_tokenizer
-from studio_align.router.router import Router, save_router
+from studio_align.router.router import Router
 from studio_align.serving.app import ServeConfig, create_app
 from studio_align.serving.auth import signed_headers
 from studio_align.serving.server import protocol_for

@@ -13,9 +13,9 @@ from studio_align.cli import main
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
 from studio_align.router import eval as packaged
+from studio_align.router.checkpoint import save_router
 from studio_align.router.data import write_jsonl
 from studio_align.router.format import build_tokenizer
-from studio_align.router.router import save_router
 from studio_align.simulate.router.requests import generate_examples
 
 HANDWRITTEN = packaged.path("handwritten_v1")

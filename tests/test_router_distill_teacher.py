@@ -12,10 +12,11 @@ from flax import nnx
 from studio_align.catalog import default_catalog
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
+from studio_align.router.checkpoint import save_router
 from studio_align.router.distill import RouterTeacher
 from studio_align.router.ensemble import save_ensemble
 from studio_align.router.format import build_tokenizer, encode_plan
-from studio_align.router.router import Router, save_router
+from studio_align.router.router import Router
 
 TEXTS = ["animate this photo and add music", "make a poster", "把这张图做成视频", "upscale it"]
 REQUESTS = [

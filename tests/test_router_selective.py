@@ -17,10 +17,11 @@ from studio_align.router.calibration import (
     fit_temperature,
     plan_logprob,
 )
+from studio_align.router.checkpoint import save_router
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.format import build_tokenizer, is_cjk
 from studio_align.router.memory import ExemplarMemory
-from studio_align.router.router import Router, save_router
+from studio_align.router.router import Router
 from studio_align.router.selective import coverage_at, risk_coverage, threshold_for
 from studio_align.simulate.router.requests import generate_examples
 

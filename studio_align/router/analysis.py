@@ -57,7 +57,8 @@ def _scan(graphdef: Any, state: Any, tokens: jax.Array, mask: jax.Array, pos: ja
     return model.logits(steps).astype(jnp.float32), steps[:, 0, :]
 
 
-def _bucket(n: int, minimum: int) -> int:
+def bucket_pow2(n: int, minimum: int) -> int:
+    """The smallest `minimum * 2**k` that holds `n`: few shapes, so few compilations."""
     b = minimum
     while b < n:
         b *= 2
@@ -74,8 +75,8 @@ def analyse(
     g = router.grammar
     k = router.max_steps + 1
     n = len(prompts)
-    b = _bucket(n, 1)
-    t = _bucket(max(len(p) + len(c) for p, c in zip(prompts, completions, strict=True)), 16)
+    b = bucket_pow2(n, 1)
+    t = bucket_pow2(max(len(p) + len(c) for p, c in zip(prompts, completions, strict=True)), 16)
     tokens = np.full((b, t), g.pad_id, np.int32)
     mask = np.zeros((b, t), bool)
     pos = np.zeros((b, k), np.int32)

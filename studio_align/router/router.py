@@ -24,7 +24,7 @@ one encoder pass without the decoder (the `<plan>` state for a model without an 
 
 A router checkpoint is a model bundle directory (`studio_align.models.bundle`:
 model config, weights, `tokenizer.json`) plus `router.json` with the catalog and the
-grammar's `max_steps`; `Router.load(path)` reads both, `save_router` writes both.
+grammar's `max_steps`; `Router.load(path)` reads both, `checkpoint.save_router` writes both.
 
 What the router returns to a platform (`decide`): a plan, a calibrated confidence, and
 whether to abstain. Calibration (temperature, unfamiliarity, abstention:
@@ -52,7 +52,6 @@ Design choices:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,14 +61,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from studio_align.catalog import Catalog, Engine, default_catalog
+from studio_align.catalog import Catalog, default_catalog
 from studio_align.errors import CheckpointError
 from studio_align.generation.constraint import FSMConstraint
 from studio_align.generation.sampler import Sampler, bucket_prompt
-from studio_align.models.bundle import load_model_bundle, save_model_bundle
+from studio_align.models.bundle import load_model_bundle
 from studio_align.models.hf import load_hf
-from studio_align.router.analysis import Analysis, analyse, from_decoding
+from studio_align.router.analysis import Analysis, analyse, bucket_pow2, from_decoding
 from studio_align.router.calibration import Calibration, plan_logprob
+from studio_align.router.checkpoint import load_router_meta
 from studio_align.router.format import (
     check_tokenizer,
     encode_prompt,
@@ -78,83 +78,6 @@ from studio_align.router.format import (
 from studio_align.router.grammar import PlanGrammar, compile_grammar
 from studio_align.router.memory import MEMORY_FILE, ExemplarMemory
 from studio_align.router.warm import warm_router
-from studio_align.textfiles import read_json_object
-
-ROUTER_FILE = "router.json"
-
-
-def _bucket(n: int, minimum: int = 8) -> int:
-    b = minimum
-    while b < n:
-        b *= 2
-    return b
-
-
-# -- checkpoint metadata -----------------------------------------------------------------------
-
-
-def catalog_to_json(catalog: Catalog) -> list[dict[str, Any]]:
-    return [
-        {"name": e.name, "needs": sorted(e.needs), "makes": e.makes, "description": e.description}
-        for e in catalog.engines
-    ]
-
-
-def catalog_from_json(rows: Sequence[dict[str, Any]]) -> Catalog:
-    return Catalog(
-        [
-            Engine(r["name"], frozenset(r["needs"]), r.get("makes"), r.get("description", ""))
-            for r in rows
-        ]
-    )
-
-
-def save_router_meta(
-    path: str | Path, catalog: Catalog, *, max_steps: int = 3, **extra: Any
-) -> Path:
-    """Write `router.json` (catalog, max_steps, anything in `extra`) into a bundle dir."""
-    p = Path(path)
-    p.mkdir(parents=True, exist_ok=True)
-    meta = {"format": 1, "max_steps": max_steps, "catalog": catalog_to_json(catalog), **extra}
-    (p / ROUTER_FILE).write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
-    return p / ROUTER_FILE
-
-
-def load_router_meta(path: str | Path) -> dict[str, Any]:
-    f = Path(path) / ROUTER_FILE
-    if not f.exists() and (Path(path) / "ensemble.json").is_file():  # `ensemble.py`'s file
-        raise CheckpointError(
-            f"{path}: a router ensemble, not a single router checkpoint (use one of its members, "
-            "or `eval router`, which scores ensembles)"
-        )
-    if not f.exists():
-        raise CheckpointError(f"{path}: not a router checkpoint (no {ROUTER_FILE})")
-    meta = read_json_object(f, CheckpointError)
-    try:
-        meta["catalog_obj"] = catalog_from_json(meta["catalog"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise CheckpointError(f"{f}: invalid router metadata ({type(e).__name__}: {e})") from e
-    steps = meta.get("max_steps")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise CheckpointError(f"{f}: max_steps {steps!r} is not a positive integer")
-    return meta
-
-
-def save_router(
-    path: str | Path,
-    model: Any,
-    tokenizer: Any,
-    catalog: Catalog,
-    *,
-    max_steps: int = 3,
-    **extra: Any,
-) -> Path:
-    """Save model + tokenizer as a bundle (training's `save_model_bundle`) plus `router.json`."""
-
-    save_model_bundle(path, model, tokenizer)
-    save_router_meta(path, catalog, max_steps=max_steps, **extra)
-    return Path(path)
-
 
 # -- scoring and decoding ----------------------------------------------------------------------
 
@@ -306,7 +229,7 @@ class Router:
         if an is not None and an.sentence is not None:
             return np.asarray(an.sentence)
         n = len(prompts)
-        b, t = _bucket(n, 1), bucket_prompt(max(len(p) for p in prompts))
+        b, t = bucket_pow2(n, 1), bucket_prompt(max(len(p) for p in prompts))
         tokens = np.full((b, t), self.grammar.pad_id, np.int32)
         mask = np.zeros((b, t), bool)
         for i, p in enumerate(prompts):
@@ -335,7 +258,7 @@ class Router:
         """Sum of constrained, renormalised log-probs of each completion (plan ids + eos)."""
         n = len(prompts)
         seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
-        b, t = _bucket(n, 1), _bucket(max(len(s) for s in seqs), 16)
+        b, t = bucket_pow2(n, 1), bucket_pow2(max(len(s) for s in seqs), 16)
         tokens = np.full((b, t), self.grammar.pad_id, np.int32)
         mask = np.zeros((b, t), bool)
         # position i of the logits predicts token i+1
@@ -367,7 +290,7 @@ class Router:
         distillation teacher gives, from one scoring forward pass."""
         n = len(prompts)
         seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
-        b, t = _bucket(n, 1), _bucket(max(len(s) for s in seqs), 16)
+        b, t = bucket_pow2(n, 1), bucket_pow2(max(len(s) for s in seqs), 16)
         tokens = np.full((b, t), self.grammar.pad_id, np.int32)
         mask = np.zeros((b, t), bool)
         allowed_idx = np.full((b, t), self.grammar.done_state, np.int32)
@@ -388,8 +311,8 @@ class Router:
         """Greedy constrained decoding by full forward passes (plans are a few tokens)."""
         n = len(prompts)
         steps = self.max_steps + 1
-        b = _bucket(n, 1)
-        t = _bucket(max(len(p) for p in prompts) + steps, 16)
+        b = bucket_pow2(n, 1)
+        t = bucket_pow2(max(len(p) for p in prompts) + steps, 16)
         tokens = np.full((b, t), self.grammar.pad_id, np.int32)
         lengths = np.ones(b, np.int32)
         for i, p in enumerate(prompts):

@@ -38,6 +38,7 @@ from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.models.hf import add_special_tokens
 from studio_align.models.tokenizer import Tokenizer
 from studio_align.plugins import get_host
+from studio_align.router.checkpoint import load_router_meta, save_router
 from studio_align.router.distill import RouterTeacher
 from studio_align.router.evaluate import evaluate_router
 from studio_align.router.format import (
@@ -54,7 +55,7 @@ from studio_align.router.format import (
     special_tokens,
 )
 from studio_align.router.grammar import compile_grammar
-from studio_align.router.router import Router, load_router_meta, save_router
+from studio_align.router.router import Router
 from studio_align.tasks import ALGORITHMS, Pair, StartingPoint
 from studio_align.training.lm import build_model, trainable_filter
 from studio_align.training.policy import LMPolicy

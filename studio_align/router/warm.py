@@ -23,7 +23,7 @@ from typing import Any
 
 from studio_align.catalog import ATTACHMENT_KINDS
 from studio_align.generation.sampler import bucket_prompt
-from studio_align.router.analysis import _bucket, analyse
+from studio_align.router.analysis import analyse, bucket_pow2
 from studio_align.router.format import BOS, MAX_TEXT_TOKENS, PAD, PLAN
 
 
@@ -40,7 +40,7 @@ def prompt_buckets(router: Any) -> list[int]:
     def key(n: int) -> Any:
         if router._sampler is not None:
             return bucket_prompt(n)
-        return tuple(_bucket(n + j, 16) for j in range(steps + 1))
+        return tuple(bucket_pow2(n + j, 16) for j in range(steps + 1))
 
     firsts: dict[Any, int] = {}
     for n in range(2, longest + 1):
