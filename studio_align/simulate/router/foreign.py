@@ -4,7 +4,8 @@ Japanese and Korean.
 The router's encoder is multilingual, but the generator writes English and Chinese only,
 so fine-tuning teaches the plan words of two languages and leaves the rest to what the
 encoder carries. These templates give every demo intent one or two phrasings a language,
-filled from small pools in the same language, so the words that choose a plan ("anima
+filled from small pools in the same language (style words include each language's word for
+anime, in stills and clips as well as storyboards), so the words that choose a plan ("anima
 esta foto", "この写真、後ろの人を消して") are seen in training. Portuguese, Italian and
 Russian are left out on purpose: `handwritten_val8` has them, and they show what carries
 to languages no training row is written in.
@@ -21,6 +22,7 @@ FOREIGN_LANGS = ("es", "fr", "de", "ja", "ko")
 # fmt: off
 FOREIGN_SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
     "es": {
+        "style": ("acuarela", "anime", "cómic", "pintura al óleo"),
         "subject": ("un perro corriendo por la playa", "una ciudad futurista de noche",
                     "una taza de café humeante", "dos niños jugando en un parque"),
         "edit": ("quita a la persona del fondo", "cambia el cielo por un atardecer",
@@ -37,6 +39,7 @@ FOREIGN_SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
         "vrestyle": ("estilo cómic", "como una pintura al óleo", "estilo anime"),
     },
     "fr": {
+        "style": ("aquarelle", "anime", "manga", "BD"),
         "subject": ("un chat endormi sur un radiateur", "une rue de Montmartre la nuit",
                     "un surfeur sur une grosse vague", "un marché de Noël sous la neige"),
         "edit": ("supprime la personne en arrière-plan", "remplace le ciel gris par un ciel bleu",
@@ -53,6 +56,7 @@ FOREIGN_SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
         "vrestyle": ("façon bande dessinée", "comme une peinture à l'huile", "en style anime"),
     },
     "de": {
+        "style": ("Aquarell", "Anime", "Manga", "Comic"),
         "subject": ("einem Hund, der im Schnee tobt", "einer Berghütte bei Sonnenaufgang",
                     "einem Astronauten auf einem Fahrrad", "einem Marktstand voller Äpfel"),
         "edit": ("entferne die Person im Hintergrund", "mach den Himmel dramatischer",
@@ -69,6 +73,7 @@ FOREIGN_SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
         "vrestyle": ("im Comic-Stil", "wie ein Ölgemälde", "im Anime-Stil"),
     },
     "ja": {
+        "style": ("水彩", "アニメ", "漫画", "油絵"),
         "subject": ("海辺を走る犬", "夜の未来都市", "湯気の立つコーヒー", "雪の中の小さな駅"),
         "edit": ("後ろの人を消して", "空を夕焼けに変えて", "Tシャツのロゴを消して"),
         "motion": ("水が流れるように", "木の葉が風で揺れるように", "ゆっくりズームインして"),
@@ -80,6 +85,7 @@ FOREIGN_SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
         "vrestyle": ("漫画風に", "油絵のように", "アニメ調に"),
     },
     "ko": {
+        "style": ("수채화", "애니", "만화", "유화"),
         "subject": ("해변을 달리는 강아지", "밤의 미래 도시", "김이 나는 커피 한 잔", "눈 내리는 작은 기차역"),
         "edit": ("뒤에 있는 사람 지워", "하늘을 노을로 바꿔", "티셔츠 로고 없애"),
         "motion": ("물이 흐르게", "나뭇잎이 바람에 흔들리게", "천천히 줌인되게"),
@@ -94,11 +100,11 @@ FOREIGN_SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
 
 FOREIGN_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     "text_to_image": {
-        "es": ("genera una imagen de {subject}", "dibújame {subject}, estilo ilustración"),
-        "fr": ("génère une image d'{subject}", "dessine-moi {subject} façon illustration"),
-        "de": ("Erstelle ein Bild von {subject}", "zeichne mir eine Illustration von {subject}"),
-        "ja": ("{subject}の画像を生成して", "{subject}のイラストを描いてください"),
-        "ko": ("{subject} 이미지 만들어줘", "{subject} 일러스트 그려 주세요"),
+        "es": ("genera una imagen de {subject}", "dibújame {subject}, estilo {style}"),
+        "fr": ("génère une image d'{subject}", "dessine-moi {subject} façon {style}"),
+        "de": ("Erstelle ein Bild von {subject}", "zeichne mir eine Illustration von {subject} im {style}-Stil"),
+        "ja": ("{subject}の画像を生成して", "{subject}のイラストを{style}風に描いてください"),
+        "ko": ("{subject} 이미지 만들어줘", "{subject} 일러스트 {style} 스타일로 그려 주세요"),
     },
     "edit_image": {
         "es": ("en esta foto, {edit}", "edita la imagen: {edit}, por favor"),
@@ -108,11 +114,11 @@ FOREIGN_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
         "ko": ("이 사진에서 {edit}줘", "사진 수정 부탁해요: {edit}줘"),
     },
     "text_to_video": {
-        "es": ("haz un video de {subject}", "quiero un clip corto de {subject}"),
-        "fr": ("fais une vidéo d'{subject}", "je veux un petit clip avec {subject}"),
-        "de": ("mach ein Video von {subject}", "ich will einen kurzen Clip von {subject}"),
-        "ja": ("{subject}の動画を作って", "{subject}の短いクリップがほしい"),
-        "ko": ("{subject} 영상 만들어줘", "{subject} 나오는 짧은 클립 하나 뽑아줘"),
+        "es": ("haz un video de {subject}", "quiero un clip corto de {subject}, estilo {style}"),
+        "fr": ("fais une vidéo d'{subject}", "je veux un petit clip avec {subject}, style {style}"),
+        "de": ("mach ein Video von {subject}", "ich will einen kurzen Clip von {subject} im {style}-Stil"),
+        "ja": ("{subject}の動画を作って", "{subject}の短いクリップがほしい、{style}風で"),
+        "ko": ("{subject} 영상 만들어줘", "{subject} 나오는 짧은 클립 하나 {style} 스타일로 뽑아줘"),
     },
     "image_to_video": {
         "es": ("anima esta foto, {motion}", "convierte esta imagen en un video, {motion}"),
@@ -275,7 +281,12 @@ FOREIGN_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 def render_foreign(intent: Intent, rng: random.Random) -> str:
-    """A request for `intent` in one of `FOREIGN_LANGS`, its slots filled in that language."""
+    """A request for `intent` in one of `FOREIGN_LANGS`, its slots filled in that language.
+
+    The text is drawn from a generator seeded by one draw of `rng`, so a caller's stream
+    advances by the same amount whatever the template (the rows a lever replaces do not
+    depend on what it writes)."""
+    rng = random.Random(rng.getrandbits(64))
     lang = rng.choice(FOREIGN_LANGS)
     text = rng.choice(FOREIGN_TEMPLATES[intent.name][lang])
     for name, pool in FOREIGN_SLOTS[lang].items():
