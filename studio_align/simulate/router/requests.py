@@ -2,8 +2,9 @@
 
 Each example is a docs/design.md labelled routing example,
 `{"request": {"text", "attachments"}, "plan": [...]}`, drawn from the intents of
-`phrases.py`: about half Chinese and half English, single steps and the common
-2- and 3-step plans, with attachments where the plan needs them.
+`phrases.py`: about half Chinese and half English (in training, 5 % in five other languages:
+`foreign.py`), single steps and the common 2- and 3-step plans, with attachments where the
+plan needs them.
 
 Variation, so a router cannot pass by memorising strings:
 - many templates per intent and language, filled from slot pools (subjects, styles,
