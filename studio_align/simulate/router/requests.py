@@ -126,7 +126,8 @@ SPOKEN_PROB = 0.5
 # placebo that writes the same rows in English (quickstart SFT, seeds 40-43):
 # handwritten_val8, eight other languages, 0.875 -> 0.922 exact; the seven other validation
 # sets pooled +0.6 points, none lower by more than 0.6; no gain on the three languages the
-# lever does not write (docs/experiments/router-foreign-languages.md).
+# lever does not write. The evaluation sets (paired seeds 44-46): v1 -2.0, v2 +0.7, v3 -1.0,
+# v4 -2.4 points (docs/experiments/router-foreign-languages.md).
 FOREIGN_PROB = 0.05
 
 
