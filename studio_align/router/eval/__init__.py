@@ -71,8 +71,9 @@
   was run on them, in eight languages other than English and Chinese, eight rows each:
   Spanish, French, German, Portuguese, Italian, Japanese, Korean and Russian, typed the
   way a creator in that language would (slang, politeness levels, local subjects), over
-  single and multi-step plans. The training generator writes English and Chinese only;
-  these rows measure what the multilingual encoder carries to the rest. Validation only,
+  single and multi-step plans. The generator's main templates are English and Chinese;
+  these rows measure what the multilingual encoder and the foreign-language lever
+  (`simulate/router/foreign.py`, which writes five of the eight) carry to the rest. Validation only,
   never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)

@@ -1,14 +1,14 @@
-"""Requests in languages the main generator does not write: Spanish, French, German,
-Japanese and Korean.
+"""Requests in languages the main templates (`phrases.py`) do not have: Spanish, French,
+German, Japanese and Korean.
 
-The router's encoder is multilingual, but the generator writes English and Chinese only,
-so fine-tuning teaches the plan words of two languages and leaves the rest to what the
-encoder carries. These templates give every demo intent one or two phrasings a language,
-filled from small pools in the same language (style words include each language's word for
-anime, in stills and clips as well as storyboards), so the words that choose a plan ("anima
-esta foto", "この写真、後ろの人を消して") are seen in training. Portuguese, Italian and
-Russian are left out on purpose: `handwritten_val8` has them, and they show what carries
-to languages no training row is written in.
+The router's encoder is multilingual, but the main templates are English and Chinese, so
+without these fine-tuning teaches the plan words of two languages and leaves the rest to
+what the encoder carries. These templates give every demo intent one or two phrasings a
+language, filled from small pools in the same language (style words include each
+language's word for anime, in stills and clips as well as storyboards), so the words that
+choose a plan ("anima esta foto", "この写真、後ろの人を消して") are seen in training. Portuguese,
+Italian and Russian are left out on purpose: `handwritten_val8` has them, and they show
+what carries to languages no training row is written in.
 """
 
 from __future__ import annotations
