@@ -75,6 +75,15 @@
   these rows measure what the multilingual encoder and the foreign-language lever
   (`simulate/router/foreign.py`, which writes five of the eight) carry to the rest. Validation only,
   never training.
+- `handwritten_val9`: 64 validation requests (34 English or pinyin, 30 Chinese) written on
+  6 December 2026, before any model was run on them, in the structured and tool-prompt
+  styles that `handwritten_v4` tests and `handwritten_val5` has only 14 rows of, eight
+  rows each: `yaml_brief`, `json_brief`, `table_brief` (markdown tables), `prompt_params`
+  (LoRA tags, weights, sampler and frame settings), `cli` (slash commands and flags),
+  `ticket` (an issue tracker's or 需求单's fields), `checklist` (`- [ ]`, □ to-do lines,
+  several deliverables), `texting` (u, pls, w/, 4) and, in Chinese, `cantonese` and
+  `pinyin`. Twenty of each language's rows are one-step plans. Validation only, never
+  training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -102,6 +111,7 @@ SETS = (
     "handwritten_val6",
     "handwritten_val7",
     "handwritten_val8",
+    "handwritten_val9",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -112,6 +122,7 @@ VAL_SETS = (
     "handwritten_val6",
     "handwritten_val7",
     "handwritten_val8",
+    "handwritten_val9",
 )
 # Sets in languages other than English and Chinese: not balanced between the two.
 OTHER_LANGUAGE_SETS = ("handwritten_val8",)
