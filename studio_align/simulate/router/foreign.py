@@ -280,17 +280,29 @@ FOREIGN_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
 # fmt: on
 
 
-def render_foreign(intent: Intent, rng: random.Random) -> str:
-    """A request for `intent` in one of `FOREIGN_LANGS`, its slots filled in that language.
+def render_in(
+    intent: Intent,
+    rng: random.Random,
+    templates: dict[str, dict[str, tuple[str, ...]]],
+    slots: dict[str, dict[str, tuple[str, ...]]],
+    langs: tuple[str, ...],
+) -> str:
+    """A request for `intent` in one of `langs`, from `templates` with `slots` filled in
+    that language.
 
     The text is drawn from a generator seeded by one draw of `rng`, so a caller's stream
     advances by the same amount whatever the template (the rows a lever replaces do not
     depend on what it writes)."""
     rng = random.Random(rng.getrandbits(64))
-    lang = rng.choice(FOREIGN_LANGS)
-    text = rng.choice(FOREIGN_TEMPLATES[intent.name][lang])
-    for name, pool in FOREIGN_SLOTS[lang].items():
+    lang = rng.choice(langs)
+    text = rng.choice(templates[intent.name][lang])
+    for name, pool in slots[lang].items():
         key = "{" + name + "}"
         while key in text:
             text = text.replace(key, rng.choice(pool), 1)
     return text
+
+
+def render_foreign(intent: Intent, rng: random.Random) -> str:
+    """A request for `intent` in one of `FOREIGN_LANGS`, its slots filled in that language."""
+    return render_in(intent, rng, FOREIGN_TEMPLATES, FOREIGN_SLOTS, FOREIGN_LANGS)

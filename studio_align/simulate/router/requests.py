@@ -30,6 +30,7 @@ from typing import Any
 
 from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
+from studio_align.simulate.router.dialects import render_dialect
 from studio_align.simulate.router.foreign import render_foreign
 from studio_align.simulate.router.levers import Split, lever, swap_first, with_context
 from studio_align.simulate.router.noise import (
@@ -129,6 +130,9 @@ SPOKEN_PROB = 0.5
 # lever does not write. The evaluation sets (paired seeds 44-46): v1 -2.0, v2 +0.7, v3 -1.0,
 # v4 -2.4 points (docs/experiments/router-foreign-languages.md).
 FOREIGN_PROB = 0.05
+# Fraction of training requests replaced by one in Cantonese or in pinyin (`dialects`),
+# drawn from its own random stream, after `foreign`.
+DIALECT_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -246,6 +250,7 @@ def generate_examples(
     context_prob: float | None = None,
     spoken_prob: float | None = None,
     foreign_prob: float | None = None,
+    dialect_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -271,7 +276,8 @@ def generate_examples(
     (`CONTEXT_LINES`). `spoken_prob` (default `SPOKEN_PROB` in training, 0 otherwise) swaps
     that fraction's spoken line for one of `SPOKEN_LINES`. `foreign_prob` (default
     `FOREIGN_PROB` in training, 0 otherwise) replaces that fraction, last, by a request in
-    another language (`foreign`).
+    another language (`foreign`), and `dialect_prob` (default `DIALECT_PROB` in training,
+    0 otherwise) that fraction, after it, by one in Cantonese or pinyin (`dialects`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -285,6 +291,7 @@ def generate_examples(
     wide_prob, wrng = lever(wide_prob, WIDE_PROB, "wide", seed, split)
     colloquial_prob, crng = lever(colloquial_prob, COLLOQUIAL_PROB, "colloquial", seed, split)
     foreign_prob, frng = lever(foreign_prob, FOREIGN_PROB, "foreign", seed, split)
+    dialect_prob, drng = lever(dialect_prob, DIALECT_PROB, "dialect", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -335,6 +342,8 @@ def generate_examples(
             text = add_refusal(text, intent.plan, intent.attachments, lang, rrng)
         if foreign_prob > 0 and frng.random() < foreign_prob:
             text = render_foreign(intent, frng)
+        if dialect_prob > 0 and drng.random() < dialect_prob:
+            text = render_dialect(intent, drng)
         out.append(make_example(intent, text))
     return out
 
@@ -405,6 +414,7 @@ def demo_splits(
     context_prob: float | None = None,
     spoken_prob: float | None = None,
     foreign_prob: float | None = None,
+    dialect_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -422,6 +432,7 @@ def demo_splits(
         context_prob=context_prob,
         spoken_prob=spoken_prob,
         foreign_prob=foreign_prob,
+        dialect_prob=dialect_prob,
     )
     return {
         "train": both[:n_train],
