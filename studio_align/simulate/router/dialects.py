@@ -36,11 +36,11 @@ DIALECT_SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
         "subject": ("xue shan xia de xiao mu wu", "yu ye de cheng shi jie dao", "yi zhi zai hai bian pao de gou",
                     "fang jian li kan shu de nv hai"),
         "edit": ("qu diao bei jing li de lu ren", "ba tian kong huan cheng wan xia", "qu diao you xia jiao de shui yin"),
-        "motion": ("rang shu ye dong qi lai", "rang shui liu dong", "jing tou man man tui jin"),
-        "mood": ("qing song", "re xue", "wen nuan"),
+        "motion": ("shu ye sui feng yao", "hu mian you bo wen", "jing tou man man tui jin"),
+        "mood": ("shu huan", "re xue", "wen nuan"),
         "line": ("huan ying guang lin", "xin pin shang shi, xian shi you hui", "gan xie da jia de zhi chi"),
         "product": ("shou biao", "xiang shui", "bei bao"),
-        "look": ("nuan se fu gu", "leng se di bao he", "jiao pian gan"),
+        "look": ("nuan se fu gu", "leng se di bao he", "lao dian ying de se diao"),
         "story": ("yi ge xue zuo fan de ji qi ren", "yi ge zhua zhe qi qiu fei shang tian de xiao nv hai",
                   "liang ge zai sen lin li mi lu de peng you"),
         "vrestyle": ("man hua feng", "you hua feng", "shui mo feng"),
@@ -50,7 +50,7 @@ DIALECT_SLOTS: dict[str, dict[str, tuple[str, ...]]] = {
 DIALECT_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     "text_to_image": {
         "yue": ("幫我畫張{subject}嘅圖", "整張{style}風嘅{subject}畀我"),
-        "pinyin": ("bang wo sheng cheng yi zhang {subject} de tu", "hua yi fu {subject}, {style} feng ge"),
+        "pinyin": ("sheng cheng yi zhang tu: {subject}", "hua yi fu {subject}, {style} feng ge"),
     },
     "edit_image": {
         "yue": ("呢張相幫我{edit}", "改吓呢張圖，{edit}唔該"),
@@ -58,7 +58,7 @@ DIALECT_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "text_to_video": {
         "yue": ("幫我整段{subject}嘅片", "想要條短片，拍{subject}，{style}風"),
-        "pinyin": ("bang wo zuo yi duan {subject} de shi pin", "sheng cheng yi ge {subject} de duan shi pin"),
+        "pinyin": ("zuo ge shi pin, nei rong shi {subject}", "sheng cheng yi ge {subject} de duan shi pin"),
     },
     "image_to_video": {
         "yue": ("將呢張相整成片，{motion}", "呢張圖可唔可以郁吓，{motion}"),
@@ -70,7 +70,7 @@ DIALECT_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "music": {
         "yue": ("幫我作首{mood}啲嘅歌，配片用", "整段{mood}嘅背景音樂，一分鐘左右"),
-        "pinyin": ("bang wo zuo yi shou {mood} de bei jing yin yue", "lai yi duan {mood} de chun yin yue, yi fen zhong"),
+        "pinyin": ("lai yi shou {mood} de ge, pei shi pin yong", "xie yi duan {mood} de chun yin yue, yi fen zhong"),
     },
     "speech": {
         "yue": ("幫我讀出嚟：「{line}」", "錄段旁白，講「{line}」"),
@@ -82,7 +82,7 @@ DIALECT_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "product_shot": {
         "yue": ("幫我將呢個{product}影到好似網店白底相咁", "呢個{product}整張靚啲嘅產品相"),
-        "pinyin": ("ba zhe ge {product} zuo cheng bai di shang pin tu", "bang wo zuo yi zhang {product} de dian shang zhu tu"),
+        "pinyin": ("ba zhe ge {product} zuo cheng shang pin zhan shi tu", "gei zhe ge {product} pai yi zhang dian shang zhu tu"),
     },
     "grade_image": {
         "yue": ("呢張相調色，要{look}", "幫我將張相調到{look}"),
@@ -106,15 +106,15 @@ DIALECT_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "video_with_music": {
         "yue": ("整段{subject}嘅片，配埋{mood}嘅音樂",),
-        "pinyin": ("zuo yi duan {subject} de shi pin, pei shang {mood} de yin yue",),
+        "pinyin": ("sheng cheng {subject} de shi pin, pei shang {mood} de yin yue",),
     },
     "video_with_voiceover": {
         "yue": ("整段{subject}嘅片，加段旁白講「{line}」",),
-        "pinyin": ("zuo yi duan {subject} de shi pin, zai jia pang bai: {line}",),
+        "pinyin": ("sheng cheng {subject} de shi pin, zai jia pang bai: {line}",),
     },
     "edit_then_animate": {
         "yue": ("呢張相先{edit}，然後整成片",),
-        "pinyin": ("zhe zhang tu xian {edit}, ran hou rang ta dong qi lai",),
+        "pinyin": ("zhe zhang tu xian {edit}, zai zuo cheng dong tai shi pin",),
     },
     "storyboard_then_animate": {
         "yue": ("畫{story}嘅分鏡，畫完整成動畫",),
@@ -130,7 +130,7 @@ DIALECT_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "image_with_grade": {
         "yue": ("畫張{subject}嘅圖，再調到{look}",),
-        "pinyin": ("hua yi zhang {subject} de tu, zai tiao cheng {look}",),
+        "pinyin": ("sheng cheng {subject} de tu, zai tiao cheng {look}",),
     },
     "animate_with_grade": {
         "yue": ("將呢張相整成片，之後調色要{look}",),
@@ -142,7 +142,7 @@ DIALECT_TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "image_video_music": {
         "yue": ("畫張{subject}嘅圖，郁起嚟，再加{mood}嘅背景音樂",),
-        "pinyin": ("hua yi zhang {subject} de tu, rang ta dong qi lai, zai jia {mood} de bei jing yin yue",),
+        "pinyin": ("xian sheng cheng {subject} de tu, zai zuo cheng shi pin, pei {mood} de yin yue",),
     },
     "product_promo_music": {
         "yue": ("呢個{product}整張產品相，再剪段宣傳片，配{mood}嘅音樂",),
