@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from studio_align.simulate.router.colloquial import colloquialize
+from studio_align.simulate.router.color_fix import render_fix
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
 from studio_align.simulate.router.dialects import render_dialect
 from studio_align.simulate.router.foreign import render_foreign
@@ -136,6 +137,9 @@ FOREIGN_PROB = 0.05
 # pinyin rows +27.3 points and cost handwritten_val7 3.1; 0.025 gave them +13.6 and cost
 # handwritten_val4 2.3, each on every seed (docs/experiments/router-dialects.md).
 DIALECT_PROB = 0.0
+# Fraction of the grade requests that start from an upload (a photo, a clip, a clip with
+# music) rewritten as a colour problem to fix (`color_fix`), from its own stream.
+FIX_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -254,6 +258,7 @@ def generate_examples(
     spoken_prob: float | None = None,
     foreign_prob: float | None = None,
     dialect_prob: float | None = None,
+    fix_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -281,6 +286,8 @@ def generate_examples(
     `FOREIGN_PROB` in training, 0 otherwise) replaces that fraction, last, by a request in
     another language (`foreign`), and `dialect_prob` (default `DIALECT_PROB` in training,
     0 otherwise) that fraction, after it, by one in Cantonese or pinyin (`dialects`).
+    `fix_prob` (default `FIX_PROB` in training, 0 otherwise) rewrites that fraction of the
+    grade requests on an upload as a colour problem to fix (`color_fix`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -295,6 +302,7 @@ def generate_examples(
     colloquial_prob, crng = lever(colloquial_prob, COLLOQUIAL_PROB, "colloquial", seed, split)
     foreign_prob, frng = lever(foreign_prob, FOREIGN_PROB, "foreign", seed, split)
     dialect_prob, drng = lever(dialect_prob, DIALECT_PROB, "dialect", seed, split)
+    fix_prob, fxrng = lever(fix_prob, FIX_PROB, "fix", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -330,6 +338,8 @@ def generate_examples(
             text = _styled(intent, lang, wrng, WIDE)
         if prompt_prob > 0 and prng.random() < prompt_prob:
             text = render_prompt(intent, lang, prng)
+        if fix_prob > 0 and fxrng.random() < fix_prob:
+            text = render_fix(intent, lang, fxrng) or text
         if busy_prob > 0 and brng.random() < busy_prob:
             text = swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, brng)
         if anime_prob > 0 and arng.random() < anime_prob:
@@ -418,6 +428,7 @@ def demo_splits(
     spoken_prob: float | None = None,
     foreign_prob: float | None = None,
     dialect_prob: float | None = None,
+    fix_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -436,6 +447,7 @@ def demo_splits(
         spoken_prob=spoken_prob,
         foreign_prob=foreign_prob,
         dialect_prob=dialect_prob,
+        fix_prob=fix_prob,
     )
     return {
         "train": both[:n_train],
