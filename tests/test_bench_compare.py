@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "compare.py"
+from bench_helpers import load_bench
 
 
 def _compare():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_compare", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("compare")
 
 
 def test_peer_dims_selects_the_harness_file() -> None:

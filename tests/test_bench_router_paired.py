@@ -3,21 +3,15 @@ seeds' noise, and pools the noise with earlier paired runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "router_paired.py"
+from bench_helpers import load_bench
 
 
 def _paired():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_router_paired", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("router_paired")
 
 
 def test_a_steady_drop_flags_and_a_noisy_one_does_not() -> None:
