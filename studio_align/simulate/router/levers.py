@@ -1,7 +1,8 @@
 """The data levers' own random streams and their text edits on a rendered request.
 
 Each lever (`requests.generate_examples`: wide lexicon, prompt style, busy subjects, anime
-styles, spoken lines, context lines, corrections, colloquial, refusals, other languages)
+styles, spoken lines, context lines, corrections, colloquial, refusals, other languages,
+Cantonese and pinyin, colour correction)
 draws from its own stream, so turning one on or changing its rate leaves the generator's
 other draws as they were: the measured effect of a lever is its own, not that of a
 resampled training set. A swap (`swap_first`) draws its word only where the text has one
