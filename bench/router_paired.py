@@ -4,8 +4,8 @@
         --seeds 48 49 50 51 [--k 2.54] [--floor 2.0] [--noise 'OLD/lev{seed}.json:OLD/pla{seed}.json:52,53']
 
 Reads the JSON that `bench/router_encoder.py` prints for each arm and seed, and prints, for
-each validation set, the generator's validation split and the sets pooled (weighted by
-their rows): both arms' seed means, the mean of the paired differences A - B in points,
+each validation set, the sets pooled (their rows together, as that script scores them) and
+the generator's validation split: both arms' seed means, the mean of the paired differences A - B in points,
 each seed's difference, and their standard deviation.
 
 A set's mean difference moves with the seed: on the validation sets one seed's lever minus
@@ -38,11 +38,6 @@ Run = Mapping[str, Any]
 def differences(a: Sequence[Run], b: Sequence[Run], key: str) -> list[float]:
     """Per seed, arm A's exact accuracy on `key` minus arm B's, in points."""
     return [100 * (x[key]["exact"] - y[key]["exact"]) for x, y in zip(a, b, strict=True)]
-
-
-def pooled(run: Run, sizes: Mapping[str, int]) -> float:
-    """Exact accuracy over the sets together, each weighted by its rows."""
-    return sum(run[k]["exact"] * n for k, n in sizes.items()) / sum(sizes.values())
 
 
 def judge(diffs: Sequence[float], earlier: Sequence[Sequence[float]], k: float,
@@ -78,13 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         pa, pb, seeds = spec.rsplit(":", 2)
         ss = [int(s) for s in seeds.split(",")]
         earlier.append((load(pa, ss), load(pb, ss)))
-    sizes = {k: len(packaged.load(k)) for k in packaged.VAL_SETS if k in a[0]}
-    for run in (*a, *b, *(r for pair in earlier for arm in pair for r in arm)):
-        run["pooled_rows"] = {"exact": pooled(run, sizes)}
+    keys = [k for k in (*packaged.VAL_SETS, "pooled", "val") if k in a[0]]
     print(
         f"{'set':20s} {'A':>7s} {'B':>7s} {'A-B':>6s} {'sd':>5s} {'noise':>6s}  verdict  per seed"
     )
-    for key in (*sizes, "pooled_rows", "val"):
+    for key in keys:
         d = differences(a, b, key)
         old = [differences(x, y, key) for x, y in earlier]
         j = judge(d, old, args.k, args.floor)

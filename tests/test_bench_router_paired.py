@@ -39,9 +39,9 @@ def test_main_reads_both_arms_by_seed(tmp_path: Path, capsys: pytest.CaptureFixt
     p = _paired()
     for arm, acc in (("a", 0.9), ("b", 0.8)):
         for seed in (1, 2):
-            run = {k: {"exact": acc + 0.01 * seed} for k in ("handwritten_val", "val")}
+            run = {k: {"exact": acc + 0.01 * seed} for k in ("handwritten_val", "pooled", "val")}
             (tmp_path / f"{arm}{seed}.json").write_text(json.dumps(run))
     p.main(["--a", str(tmp_path / "a{seed}.json"), "--b", str(tmp_path / "b{seed}.json"),
             "--seeds", "1", "2"])  # fmt: skip
     out = capsys.readouterr().out
-    assert "handwritten_val " in out and "+10.0" in out and "pooled_rows" in out
+    assert "handwritten_val " in out and "+10.0" in out and "pooled " in out
