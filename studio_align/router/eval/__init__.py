@@ -84,6 +84,13 @@
   several deliverables), `texting` (u, pls, w/, 4) and, in Chinese, `cantonese` and
   `pinyin`. Twenty of each language's rows are one-step plans. Validation only, never
   training.
+- `handwritten_val10`: 64 validation requests (32 English, 32 Chinese) written on
+  6 December 2026, before any model was run on them, that carry words the creator wants
+  rendered, sung or spoken: `on_image_text` (a poster's headline, a card's wording, a
+  logo's name, a label, a sign), `caption` (meme text, a speech bubble, the post's
+  caption), `title_card` (a video's title or closing words), `lyrics`, `dialogue` (a
+  storyboard panel's line) and `speech_control` (a voiceover or announcement, whose quote
+  is what is spoken). Validation only, never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -112,6 +119,7 @@ SETS = (
     "handwritten_val7",
     "handwritten_val8",
     "handwritten_val9",
+    "handwritten_val10",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -123,6 +131,7 @@ VAL_SETS = (
     "handwritten_val7",
     "handwritten_val8",
     "handwritten_val9",
+    "handwritten_val10",
 )
 # Sets in languages other than English and Chinese: not balanced between the two.
 OTHER_LANGUAGE_SETS = ("handwritten_val8",)
