@@ -2,7 +2,7 @@
 validation only (the generator's validation split and the packaged validation sets,
 `eval.VAL_SETS`).
 
-    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--ema D] [--batch N] [--reuse]
+    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--ema D] [--batch N] [--reuse]
 
 Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--foreign", type=float, default=None, help="the generator's foreign_prob")
     ap.add_argument("--dialect", type=float, default=None, help="the generator's dialect_prob")
     ap.add_argument("--fix", type=float, default=None, help="the generator's fix_prob")
+    ap.add_argument("--text", type=float, default=None, help="the generator's text_prob")
     ap.add_argument("--encoder-lr-scale", type=float, default=None,
                     help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
     ap.add_argument("--ema", type=float, default=None, help="SFT's [optim] ema_decay")
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                          prompt_prob=args.prompt, busy_prob=args.busy,
                          anime_prob=args.anime, context_prob=args.context,
                          spoken_prob=args.spoken, foreign_prob=args.foreign,
-                         dialect_prob=args.dialect, fix_prob=args.fix)  # fmt: skip
+                         dialect_prob=args.dialect, fix_prob=args.fix,
+                         text_prob=args.text)  # fmt: skip
     data = StageData(train=splits["train"], val=splits["val"])
     catalog = default_catalog()
     t0 = time.perf_counter()
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
            "refusal": args.refusal, "colloquial": args.colloquial,
-           "correction": args.correction, "prompt": args.prompt, "busy": args.busy, "anime": args.anime, "context": args.context, "spoken": args.spoken, "foreign": args.foreign, "dialect": args.dialect, "fix": args.fix,
+           "correction": args.correction, "prompt": args.prompt, "busy": args.busy, "anime": args.anime, "context": args.context, "spoken": args.spoken, "foreign": args.foreign, "dialect": args.dialect, "fix": args.fix, "text": args.text,
            "ema": args.ema, "batch": args.batch, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     for name, rows in {**sets, "pooled": pooled}.items():

@@ -57,6 +57,7 @@ from studio_align.simulate.router.phrases import (
 )
 from studio_align.simulate.router.prompt_style import render_prompt
 from studio_align.simulate.router.refusals import add_refusal
+from studio_align.simulate.router.rendered_text import with_rendered_text
 from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS, SPOKEN_LINES
 from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
 
@@ -144,6 +145,10 @@ DIALECT_PROB = 0.0
 # pooled +0.7, none lower by more than 0.5, under the 3-point gain its study asked for
 # (docs/experiments/router-colour-correction.md).
 FIX_PROB = 0.0
+# Fraction of training requests given a clause of quoted words for one step of their plan
+# to draw, show or sing (`rendered_text`: a poster's headline, a label, a title card,
+# lyrics, a caption), from its own stream; a plan of speech alone is left as it is.
+TEXT_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -263,6 +268,7 @@ def generate_examples(
     foreign_prob: float | None = None,
     dialect_prob: float | None = None,
     fix_prob: float | None = None,
+    text_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -291,7 +297,9 @@ def generate_examples(
     another language (`foreign`), and `dialect_prob` (default `DIALECT_PROB` in training,
     0 otherwise) that fraction, after it, by one in Cantonese or pinyin (`dialects`).
     `fix_prob` (default `FIX_PROB` in training, 0 otherwise) rewrites that fraction of the
-    grade requests on an upload as a colour problem to fix (`color_fix`).
+    grade requests on an upload as a colour problem to fix (`color_fix`). `text_prob`
+    (default `TEXT_PROB` in training, 0 otherwise) adds to that fraction quoted words for
+    one step of the plan to draw, show or sing (`rendered_text`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -307,6 +315,7 @@ def generate_examples(
     foreign_prob, frng = lever(foreign_prob, FOREIGN_PROB, "foreign", seed, split)
     dialect_prob, drng = lever(dialect_prob, DIALECT_PROB, "dialect", seed, split)
     fix_prob, fxrng = lever(fix_prob, FIX_PROB, "fix", seed, split)
+    text_prob, trng = lever(text_prob, TEXT_PROB, "text", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -352,6 +361,8 @@ def generate_examples(
             text = swap_first(text, SLOTS["line"], SPOKEN_LINES, lrng)
         if context_prob > 0 and xrng.random() < context_prob:
             text = with_context(text, lang, xrng)
+        if text_prob > 0 and trng.random() < text_prob:
+            text = with_rendered_text(intent, text, lang, trng)
         if correction_prob > 0 and krng.random() < correction_prob:
             text = _corrected(intent, text, lang, krng, intents, split)
         text = _colloquial(text, lang, crng, probs[lang])
@@ -433,6 +444,7 @@ def demo_splits(
     foreign_prob: float | None = None,
     dialect_prob: float | None = None,
     fix_prob: float | None = None,
+    text_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -452,6 +464,7 @@ def demo_splits(
         foreign_prob=foreign_prob,
         dialect_prob=dialect_prob,
         fix_prob=fix_prob,
+        text_prob=text_prob,
     )
     return {
         "train": both[:n_train],

@@ -1,0 +1,89 @@
+"""Words the creator wants drawn, shown or sung: a poster's headline, a caption, lyrics.
+
+The generator's requests quote words in one place only, the line a voiceover speaks
+(`SLOTS["line"]`), so a router trained on them reads any quote as speech: "a wedding
+invitation, wording: 'Sam & Priya'" became a voiceover. Creators quote words for every
+medium: the headline on a poster (what a text-to-image engine like Ideogram is chosen
+for), a label that must stay legible, a clip's title card, a song's lyrics, a line in a
+storyboard panel, the caption a post will carry. `with_rendered_text` adds such a clause,
+for one step of the request's plan, to the end of the request. The plan does not change:
+the words are what that step draws, shows or sings, never a step of their own.
+"""
+
+from __future__ import annotations
+
+import random
+
+from studio_align.simulate.router.phrases import (
+    BOARD,
+    EDIT,
+    I2V,
+    MUSIC,
+    PRODUCT,
+    SPEECH,
+    T2I,
+    T2V,
+    V2V,
+    Intent,
+)
+
+# fmt: off
+WORDS = {
+    "en": ("GRAND OPENING", "Best Dad Ever", "Sunrise Yoga Club", "Only 3 Days Left", "Hello, Autumn",
+           "The Quiet Hours", "Mango Street Tacos", "50% OFF", "See You In Spring", "Welcome Home, Lily",
+           "Night Shift", "We Made It!", "Fresh Bread Daily", "Chapter Seven", "Lost & Found",
+           "Keep It Simple", "Coming Soon", "Don't Panic", "Thank You, Teachers", "Small Town, Big Dreams",
+           "Game Night", "the tide always comes back", "no rain, no flowers", "Ollie's Garage",
+           "Brew & Bloom", "Last Call", "happy 5th birthday Noah", "made with love", "Class of 2027",
+           "Save the Date"),
+    "zh": ("盛大开业", "清仓特卖", "爸爸最棒", "秋天你好", "晚安，城市", "限时三天", "夏日新品", "欢迎回家",
+           "一路顺风", "毕业快乐", "好好吃饭", "周末见", "早安打工人", "山海有归期", "慢生活", "小王修车铺",
+           "春日限定", "今天也要加油", "谢谢老师", "不负韶华", "来都来了", "人间烟火", "第七章", "一起去看海",
+           "猫咪咖啡馆", "福气满满", "热烈庆祝", "年年有余", "干杯", "我们结婚啦"),
+}
+QUOTES = {"en": (("'", "'"), ('"', '"'), ("“", "”")), "zh": (("“", "”"), ("「", "」"), ("《", "》"))}
+
+# Per step of a plan: clauses that put the words on what that step makes. `None` is the
+# clause any plan can take: the caption the result will be posted with.
+CLAUSES: dict[str | None, dict[str, tuple[str, ...]]] = {
+    T2I: {"en": ("with the words {q} in big letters", "the headline reads {q}", "text on it: {q}",
+                 "title across the top: {q}", "lettering that says {q}", "put {q} on it in a bold font"),
+          "zh": ("上面写着{q}", "大字写{q}", "标题是{q}", "配字{q}", "印上{q}几个字", "文字：{q}")},
+    EDIT: {"en": ("and add the text {q} along the bottom", "also put {q} on it as a caption"),
+           "zh": ("再在底部加一行字{q}", "顺便配上文字{q}")},
+    PRODUCT: {"en": ("keep the label {q} readable", "the brand name {q} should face the camera"),
+              "zh": ("包装上的{q}要清楚", "瓶身上的{q}字样别糊")},
+    T2V: {"en": ("with the title {q} at the start", "end on the words {q}", "with {q} as the title card",
+                 "subtitle at the end: {q}"),
+          "zh": ("开头打出标题{q}", "结尾出字幕{q}", "片名叫{q}", "最后定格在{q}几个字上")},
+    I2V: {"en": ("and make the text {q} on it glow", "keep the title {q} still while the rest moves"),
+          "zh": ("图上的{q}几个字要闪一闪", "上面的标题{q}保持不动")},
+    V2V: {"en": ("keep the on-screen title {q}",), "zh": ("片头的字幕{q}保留",)},
+    MUSIC: {"en": ("lyrics: {q}", "the chorus goes {q}", "the hook is {q}", "sung words: {q}"),
+            "zh": ("歌词是{q}", "副歌唱{q}", "歌词就一句：{q}", "要唱出{q}")},
+    BOARD: {"en": ("in the last panel she says {q}", "panel two has the line {q} in a speech bubble"),
+            "zh": ("最后一格他说{q}", "第二格配对白{q}")},
+    None: {"en": ("it goes with the caption {q}", "the post will say {q}"),
+           "zh": ("配文：{q}", "发的时候文案是{q}")},
+}
+# fmt: on
+NEUTRAL_PROB = 0.2
+
+
+def with_rendered_text(intent: Intent, text: str, lang: str, rng: random.Random) -> str:
+    """`text` with a clause of quoted words for one step of `intent`'s plan (or, at
+    `NEUTRAL_PROB`, the caption it will be posted with). A plan of speech alone is left
+    as it is: its quote is already what is spoken. One draw of `rng` either way."""
+    rng = random.Random(rng.getrandbits(64))
+    steps = [s for s in intent.plan if s != SPEECH]
+    if not steps:
+        return text
+    step: str | None = rng.choice(steps)
+    if step not in CLAUSES or rng.random() < NEUTRAL_PROB:
+        step = None  # a grade changes no words: its request only says where it goes
+    left, right = rng.choice(QUOTES[lang])
+    clause = rng.choice(CLAUSES[step][lang]).replace("{q}", left + rng.choice(WORDS[lang]) + right)
+    text = text.rstrip(" .。,，!！")
+    if lang == "zh":
+        return text + "，" + clause
+    return text + rng.choice((", ", "; ", " - ")) + clause
