@@ -1,4 +1,4 @@
-"""Words the creator wants drawn, shown or sung: a poster's headline, a caption, lyrics.
+"""Words the creator wants drawn, shown, sung or spoken: a headline, a caption, lyrics.
 
 The generator's requests quote words in one place only, the line a voiceover speaks
 (`SLOTS["line"]`), so a router trained on them reads any quote as speech: "a wedding
@@ -6,8 +6,12 @@ invitation, wording: 'Sam & Priya'" became a voiceover. Creators quote words for
 medium: the headline on a poster (what a text-to-image engine like Ideogram is chosen
 for), a label that must stay legible, a clip's title card, a song's lyrics, a line in a
 storyboard panel, the caption a post will carry. `with_rendered_text` adds such a clause,
-for one step of the request's plan, to the end of the request. The plan does not change:
-the words are what that step draws, shows or sings, never a step of their own.
+for one step of the request's plan, to the end of the request. The words come from one
+pool whatever the step, and a voiceover gets its own clauses ("narration: '...'"), so
+only the framing around the quote tells which step it belongs to: without speech
+clauses, the lever taught the router that a quote in a video request is a title card,
+and narrated videos lost their voiceover. The plan does not change: the words are what
+that step draws, shows, sings or speaks, never a step of their own.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ CLAUSES: dict[str | None, dict[str, tuple[str, ...]]] = {
             "zh": ("歌词是{q}", "副歌唱{q}", "歌词就一句：{q}", "要唱出{q}")},
     BOARD: {"en": ("in the last panel she says {q}", "panel two has the line {q} in a speech bubble"),
             "zh": ("最后一格他说{q}", "第二格配对白{q}")},
+    SPEECH: {"en": ("the voiceover says {q}", "narration: {q}", "and a narrator who says {q}",
+                    "and a voice reading {q}"),
+             "zh": ("旁白说{q}", "配音念{q}", "解说：{q}", "再配一句旁白{q}")},
     None: {"en": ("it goes with the caption {q}", "the post will say {q}"),
            "zh": ("配文：{q}", "发的时候文案是{q}")},
 }
@@ -72,13 +79,9 @@ NEUTRAL_PROB = 0.2
 
 def with_rendered_text(intent: Intent, text: str, lang: str, rng: random.Random) -> str:
     """`text` with a clause of quoted words for one step of `intent`'s plan (or, at
-    `NEUTRAL_PROB`, the caption it will be posted with). A plan of speech alone is left
-    as it is: its quote is already what is spoken. One draw of `rng` either way."""
+    `NEUTRAL_PROB`, the caption it will be posted with). One draw of `rng`."""
     rng = random.Random(rng.getrandbits(64))
-    steps = [s for s in intent.plan if s != SPEECH]
-    if not steps:
-        return text
-    step: str | None = rng.choice(steps)
+    step: str | None = rng.choice(intent.plan)
     if step not in CLAUSES or rng.random() < NEUTRAL_PROB:
         step = None  # a grade changes no words: its request only says where it goes
     left, right = rng.choice(QUOTES[lang])

@@ -146,8 +146,8 @@ DIALECT_PROB = 0.0
 # (docs/experiments/router-colour-correction.md).
 FIX_PROB = 0.0
 # Fraction of training requests given a clause of quoted words for one step of their plan
-# to draw, show or sing (`rendered_text`: a poster's headline, a label, a title card,
-# lyrics, a caption), from its own stream; a plan of speech alone is left as it is.
+# to draw, show, sing or speak (`rendered_text`: a poster's headline, a label, a title card,
+# lyrics, a caption, a voiceover's line), from its own stream.
 TEXT_PROB = 0.0
 
 
@@ -299,7 +299,7 @@ def generate_examples(
     `fix_prob` (default `FIX_PROB` in training, 0 otherwise) rewrites that fraction of the
     grade requests on an upload as a colour problem to fix (`color_fix`). `text_prob`
     (default `TEXT_PROB` in training, 0 otherwise) adds to that fraction quoted words for
-    one step of the plan to draw, show or sing (`rendered_text`).
+    one step of the plan to draw, show, sing or speak (`rendered_text`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
