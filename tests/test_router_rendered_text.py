@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import random
 
+from pytest import MonkeyPatch
 from router_lever_helpers import lever_changes
 
 from studio_align.router import eval as packaged
+from studio_align.simulate.router import rendered_text
 from studio_align.simulate.router.phrases import INTENTS
 from studio_align.simulate.router.rendered_text import CLAUSES, QUOTES, WORDS, with_rendered_text
 
@@ -22,7 +24,8 @@ def test_a_clause_is_appended_to_that_share() -> None:
         assert [q for q in quoted if q in after and q not in before], after
 
 
-def test_every_clause_fills_and_frames_a_step_of_the_plan() -> None:
+def test_every_clause_fills_and_frames_a_step_of_the_plan(monkeypatch: MonkeyPatch) -> None:
+    monkeypatch.setattr(rendered_text, "NEUTRAL_PROB", 0.0)
     rng = random.Random(0)
     for intent in INTENTS:
         for lang in ("en", "zh"):
@@ -31,15 +34,19 @@ def test_every_clause_fills_and_frames_a_step_of_the_plan() -> None:
                 assert "{" not in text and text != "a request"
                 framed = [step for step, pools in CLAUSES.items()
                           for c in pools[lang] if c.split("{q}")[0] in text]  # fmt: skip
-                assert set(framed) & {*intent.plan, None}, (intent.name, text)
+                allowed = {*intent.plan} | ({None} if "grading.film" in intent.plan else set())
+                assert set(framed) & allowed, (intent.name, text)
 
 
 def test_no_words_or_request_come_from_a_hand_written_set() -> None:
     sets = {r["request"]["text"].lower()
             for name in (*packaged.VAL_SETS, *packaged.EVAL_SETS) for r in packaged.load(name)}  # fmt: skip
-    clauses = [c.replace("{q}", "").strip(" :：") for pools in CLAUSES.values()
-               for pool in pools.values() for c in pool]  # fmt: skip
+    clauses = [half.strip(" :：") for pools in CLAUSES.values() for pool in pools.values()
+               for c in pool for half in c.split("{q}")]  # fmt: skip
     # a clause of one or two English words or of up to five characters is a word of the trade
     phrases = [p for p in clauses if len(p.split()) > 2 or (not p.isascii() and len(p) > 5)]
     phrases += [w for pool in WORDS.values() for w in pool if len(w) > 3]
-    assert not [p for p in phrases if any(p.lower() in t for t in sets)]
+    copied = {p for p in phrases if any(p.lower() in t for t in sets)}
+    # the one known overlap: ordinary phrasing that handwritten_val10, written before the
+    # lever, also uses ("birthday card with the words ..."); the lever's study names it
+    assert copied <= {"with the words"}, copied

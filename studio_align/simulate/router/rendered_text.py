@@ -1,17 +1,19 @@
 """Words the creator wants drawn, shown, sung or spoken: a headline, a caption, lyrics.
 
-The generator's requests quote words in one place only, the line a voiceover speaks
-(`SLOTS["line"]`), so a router trained on them reads any quote as speech: "a wedding
-invitation, wording: 'Sam & Priya'" became a voiceover. Creators quote words for every
-medium: the headline on a poster (what a text-to-image engine like Ideogram is chosen
-for), a label that must stay legible, a clip's title card, a song's lyrics, a line in a
-storyboard panel, the caption a post will carry. `with_rendered_text` adds such a clause,
-for one step of the request's plan, to the end of the request. The words come from one
-pool whatever the step, and a voiceover gets its own clauses ("narration: '...'"), so
-only the framing around the quote tells which step it belongs to: without speech
-clauses, the lever taught the router that a quote in a video request is a title card,
-and narrated videos lost their voiceover. The plan does not change: the words are what
-that step draws, shows, sings or speaks, never a step of their own.
+Outside structured briefs, the generator's requests quoted words only as the line a
+voiceover speaks (`SLOTS["line"]`), so a router trained on them read a quoted headline or
+caption as speech: "a poster for the fair, big letters: 'OPEN ALL NIGHT'" became a
+voiceover. Creators quote words for every medium: the headline on a poster (what a
+text-to-image engine like Ideogram is chosen for), a label that must stay legible, a
+clip's title card, a song's lyrics, a line in a storyboard panel, the caption a post will
+carry. `with_rendered_text` adds such a clause, for one step of the request's plan, to
+the end of the request; at `NEUTRAL_PROB`, and always for a grade (which changes no
+words), the clause names the caption the result will be posted with instead. The words
+come from one pool whatever the step, and a voiceover gets its own clauses ("narration:
+'...'"), so only the framing around the quote tells which step it belongs to: without
+speech clauses, the lever taught the router that a quote in a video request is a title
+card, and narrated videos lost their voiceover. The plan does not change: the words are
+what that step draws, shows, sings or speaks, never a step of their own.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def with_rendered_text(intent: Intent, text: str, lang: str, rng: random.Random)
     rng = random.Random(rng.getrandbits(64))
     step: str | None = rng.choice(intent.plan)
     if step not in CLAUSES or rng.random() < NEUTRAL_PROB:
-        step = None  # a grade changes no words: its request only says where it goes
+        step = None
     left, right = rng.choice(QUOTES[lang])
     clause = rng.choice(CLAUSES[step][lang]).replace("{q}", left + rng.choice(WORDS[lang]) + right)
     text = text.rstrip(" .。,，!！")

@@ -149,8 +149,9 @@ FIX_PROB = 0.0
 # to draw, show, sing or speak (`rendered_text`: a poster's headline, a label, a title card,
 # lyrics, a caption, a voiceover's line), from its own stream. Measured effect against the
 # data without it (quickstart SFT, seeds 72-79): handwritten_val10, requests with words to
-# render, 0.635 -> 0.848 exact; the nine other validation sets pooled +0.6 points, none
-# lower by more than 1.2; their 62 voiceover rows -0.4. Without speech clauses the lever
+# render (written by the lever's author), 0.635 -> 0.848 exact; the nine other validation
+# sets pooled +0.6 points, none lower by more than 1.2 (handwritten_val7, another author's,
+# +5.2); their 62 voiceover rows -0.4. Without speech clauses the lever
 # cost those rows 3.2 points (docs/experiments/router-rendered-text.md).
 TEXT_PROB = 0.1
 
