@@ -30,6 +30,10 @@ from studio_align.router.router import Router
 from studio_align.router.stages import stage_sft
 from studio_align.simulate.router.requests import demo_splits
 
+# the generator's levers, each `--NAME P` passed to `demo_splits` as `NAME_prob`
+LEVERS = ("refusal", "wide", "colloquial", "correction", "prompt", "busy", "anime", "context",
+          "spoken", "foreign", "dialect", "fix", "text")  # fmt: skip
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
@@ -40,21 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scratch", action="store_true", help="the from-scratch router")
     ap.add_argument("--train-encoder", action=argparse.BooleanOptionalAction, default=None,
                     help="fine-tune the encoder in SFT (default: the quickstart's)")  # fmt: skip
-    ap.add_argument("--refusal", type=float, default=None, help="the generator's refusal_prob")
-    ap.add_argument("--wide", type=float, default=None, help="the generator's wide_prob")
-    ap.add_argument("--colloquial", type=float, default=None,
-                    help="the generator's colloquial_prob")  # fmt: skip
-    ap.add_argument("--correction", type=float, default=None,
-                    help="the generator's correction_prob")  # fmt: skip
-    ap.add_argument("--prompt", type=float, default=None, help="the generator's prompt_prob")
-    ap.add_argument("--busy", type=float, default=None, help="the generator's busy_prob")
-    ap.add_argument("--anime", type=float, default=None, help="the generator's anime_prob")
-    ap.add_argument("--context", type=float, default=None, help="the generator's context_prob")
-    ap.add_argument("--spoken", type=float, default=None, help="the generator's spoken_prob")
-    ap.add_argument("--foreign", type=float, default=None, help="the generator's foreign_prob")
-    ap.add_argument("--dialect", type=float, default=None, help="the generator's dialect_prob")
-    ap.add_argument("--fix", type=float, default=None, help="the generator's fix_prob")
-    ap.add_argument("--text", type=float, default=None, help="the generator's text_prob")
+    for lever in LEVERS:
+        ap.add_argument(f"--{lever}", type=float, default=None,
+                        help=f"the generator's {lever}_prob")  # fmt: skip
     ap.add_argument("--encoder-lr-scale", type=float, default=None,
                     help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
     ap.add_argument("--ema", type=float, default=None, help="SFT's [optim] ema_decay")
@@ -79,14 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         settings["train_encoder"] = args.train_encoder
     q = QuickstartConfig.model_validate(settings)
     n_train = q.n_train or q.sft.steps * q.sft.batch_size
+    levers = {lever: getattr(args, lever) for lever in LEVERS}
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout,
-                         refusal_prob=args.refusal, wide_prob=args.wide,
-                         colloquial_prob=args.colloquial, correction_prob=args.correction,
-                         prompt_prob=args.prompt, busy_prob=args.busy,
-                         anime_prob=args.anime, context_prob=args.context,
-                         spoken_prob=args.spoken, foreign_prob=args.foreign,
-                         dialect_prob=args.dialect, fix_prob=args.fix,
-                         text_prob=args.text)  # fmt: skip
+                         **{f"{lever}_prob": p for lever, p in levers.items()})  # fmt: skip
     data = StageData(train=splits["train"], val=splits["val"])
     catalog = default_catalog()
     t0 = time.perf_counter()
@@ -98,9 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     sets = {"val": splits["val"], **{n: packaged.load(n) for n in packaged.VAL_SETS}}
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
-           "refusal": args.refusal, "colloquial": args.colloquial,
-           "correction": args.correction, "prompt": args.prompt, "busy": args.busy, "anime": args.anime, "context": args.context, "spoken": args.spoken, "foreign": args.foreign, "dialect": args.dialect, "fix": args.fix, "text": args.text,
-           "ema": args.ema, "batch": args.batch, "wide": args.wide, "sft_seconds": seconds}  # fmt: skip
+           **levers,
+           "ema": args.ema, "batch": args.batch, "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     for name, rows in {**sets, "pooled": pooled}.items():
         f, _, _ = evaluate_router(router, rows, batch_size=128)
