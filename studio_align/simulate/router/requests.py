@@ -32,6 +32,7 @@ from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.color_fix import render_fix
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
 from studio_align.simulate.router.dialects import render_dialect
+from studio_align.simulate.router.film_words import with_film_words
 from studio_align.simulate.router.foreign import render_foreign
 from studio_align.simulate.router.levers import Split, lever, swap_first, with_context
 from studio_align.simulate.router.noise import (
@@ -154,6 +155,10 @@ FIX_PROB = 0.0
 # +5.2); their 62 voiceover rows -0.4. Without speech clauses the lever
 # cost those rows 3.2 points (docs/experiments/router-rendered-text.md).
 TEXT_PROB = 0.1
+# Fraction of training requests given a phrase of cinema's words as a look for a step of
+# their plan that makes something new (`film_words`: "cinematic lighting" on a still, "like
+# a film score" on music), from its own stream. Off until measured.
+FILM_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -274,6 +279,7 @@ def generate_examples(
     dialect_prob: float | None = None,
     fix_prob: float | None = None,
     text_prob: float | None = None,
+    film_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -304,7 +310,9 @@ def generate_examples(
     `fix_prob` (default `FIX_PROB` in training, 0 otherwise) rewrites that fraction of the
     grade requests on an upload as a colour problem to fix (`color_fix`). `text_prob`
     (default `TEXT_PROB` in training, 0 otherwise) adds to that fraction quoted words for
-    one step of the plan to draw, show, sing or speak (`rendered_text`).
+    one step of the plan to draw, show, sing or speak (`rendered_text`). `film_prob`
+    (default `FILM_PROB` in training, 0 otherwise) adds to that fraction a phrase of
+    cinema's words as a look for a step that makes something new (`film_words`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -321,6 +329,7 @@ def generate_examples(
     dialect_prob, drng = lever(dialect_prob, DIALECT_PROB, "dialect", seed, split)
     fix_prob, fxrng = lever(fix_prob, FIX_PROB, "fix", seed, split)
     text_prob, trng = lever(text_prob, TEXT_PROB, "text", seed, split)
+    film_prob, fmrng = lever(film_prob, FILM_PROB, "film", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -364,6 +373,8 @@ def generate_examples(
             text = swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
         if spoken_prob > 0 and lrng.random() < spoken_prob:
             text = swap_first(text, SLOTS["line"], SPOKEN_LINES, lrng)
+        if film_prob > 0 and fmrng.random() < film_prob:
+            text = with_film_words(intent, text, lang, fmrng)
         if context_prob > 0 and xrng.random() < context_prob:
             text = with_context(text, lang, xrng)
         if text_prob > 0 and trng.random() < text_prob:
@@ -450,6 +461,7 @@ def demo_splits(
     dialect_prob: float | None = None,
     fix_prob: float | None = None,
     text_prob: float | None = None,
+    film_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -470,6 +482,7 @@ def demo_splits(
         dialect_prob=dialect_prob,
         fix_prob=fix_prob,
         text_prob=text_prob,
+        film_prob=film_prob,
     )
     return {
         "train": both[:n_train],
