@@ -2,9 +2,10 @@
 
 Each lever (`requests.generate_examples`: wide lexicon, prompt style, busy subjects, anime
 styles, spoken lines, context lines, corrections, colloquial, refusals, other languages,
-Cantonese and pinyin, colour correction, words to render, cinema as a look) draws from its own stream, so turning one on or
-changing its rate leaves the generator's other draws as they were: the measured effect of
-a lever is its own, not that of a resampled training set. A swap (`swap_first`) draws its word only where the text has one
+Cantonese and pinyin, colour correction, words to render, cinema as a look, palettes)
+draws from its own stream, so turning one on or changing its rate leaves the generator's
+other draws as they were: the measured effect of a lever is its own, not that of a
+resampled training set. A swap (`swap_first`) draws its word only where the text has one
 to replace, so a lever that rewrites a request earlier in the chain also moves the later
 swaps' picks.
 """

@@ -42,6 +42,7 @@ from studio_align.simulate.router.noise import (
     typo_en,
     typo_zh,
 )
+from studio_align.simulate.router.palette import with_palette
 from studio_align.simulate.router.phrases import (
     CONNECTORS,
     FILLERS,
@@ -163,6 +164,10 @@ TEXT_PROB = 0.1
 # +0.1, the ten sets pooled +0.4, none lower by more than 1.0
 # (docs/experiments/router-film-words.md).
 FILM_PROB = 0.1
+# Fraction of training requests that make a still, a clip or a storyboard from words given
+# the palette wanted (`palette`: "colours: navy and gold", "莫兰迪色系"), from its own
+# stream. Off until measured.
+PALETTE_PROB = 0.0
 
 
 def templates(intent: Intent, lang: str, split: Split) -> tuple[str, ...]:
@@ -284,6 +289,7 @@ def generate_examples(
     fix_prob: float | None = None,
     text_prob: float | None = None,
     film_prob: float | None = None,
+    palette_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -316,7 +322,9 @@ def generate_examples(
     (default `TEXT_PROB` in training, 0 otherwise) adds to that fraction quoted words for
     one step of the plan to draw, show, sing or speak (`rendered_text`). `film_prob`
     (default `FILM_PROB` in training, 0 otherwise) adds to that fraction a phrase of
-    cinema's words as a look for a step that makes something new (`film_words`).
+    cinema's words as a look for a step that makes something new (`film_words`), and
+    `palette_prob` (default `PALETTE_PROB` in training, 0 otherwise) the colours wanted to
+    that fraction of the requests that make a picture from words (`palette`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -334,6 +342,7 @@ def generate_examples(
     fix_prob, fxrng = lever(fix_prob, FIX_PROB, "fix", seed, split)
     text_prob, trng = lever(text_prob, TEXT_PROB, "text", seed, split)
     film_prob, fmrng = lever(film_prob, FILM_PROB, "film", seed, split)
+    palette_prob, plrng = lever(palette_prob, PALETTE_PROB, "palette", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -379,6 +388,8 @@ def generate_examples(
             text = swap_first(text, SLOTS["line"], SPOKEN_LINES, lrng)
         if film_prob > 0 and fmrng.random() < film_prob:
             text = with_film_words(intent, text, lang, fmrng)
+        if palette_prob > 0 and plrng.random() < palette_prob:
+            text = with_palette(intent, text, lang, plrng)
         if context_prob > 0 and xrng.random() < context_prob:
             text = with_context(text, lang, xrng)
         if text_prob > 0 and trng.random() < text_prob:
@@ -466,6 +477,7 @@ def demo_splits(
     fix_prob: float | None = None,
     text_prob: float | None = None,
     film_prob: float | None = None,
+    palette_prob: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings."""
     both = generate_examples(
@@ -487,6 +499,7 @@ def demo_splits(
         fix_prob=fix_prob,
         text_prob=text_prob,
         film_prob=film_prob,
+        palette_prob=palette_prob,
     )
     return {
         "train": both[:n_train],
