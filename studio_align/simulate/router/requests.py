@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.color_fix import render_fix
@@ -459,50 +459,40 @@ def heldout_clause_examples(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
     )
 
 
+class LeverProbs(TypedDict, total=False):
+    """The lever rates `generate_examples` takes, which `demo_splits` passes through."""
+
+    colloquial_prob: float | None
+    wide_prob: float | None
+    refusal_prob: float | None
+    correction_prob: float | None
+    prompt_prob: float | None
+    busy_prob: float | None
+    anime_prob: float | None
+    context_prob: float | None
+    spoken_prob: float | None
+    foreign_prob: float | None
+    dialect_prob: float | None
+    fix_prob: float | None
+    text_prob: float | None
+    film_prob: float | None
+    palette_prob: float | None
+
+
 def demo_splits(
     *,
     seed: int = 0,
     n_train: int = 3000,
     n_val: int = 300,
     n_heldout: int = 600,
-    colloquial_prob: float | None = None,
     colloquial_langs: Sequence[str] = LANGS,
-    wide_prob: float | None = None,
-    refusal_prob: float | None = None,
-    correction_prob: float | None = None,
-    prompt_prob: float | None = None,
-    busy_prob: float | None = None,
-    anime_prob: float | None = None,
-    context_prob: float | None = None,
-    spoken_prob: float | None = None,
-    foreign_prob: float | None = None,
-    dialect_prob: float | None = None,
-    fix_prob: float | None = None,
-    text_prob: float | None = None,
-    film_prob: float | None = None,
-    palette_prob: float | None = None,
+    **lever_probs: Unpack[LeverProbs],
 ) -> dict[str, list[dict[str, Any]]]:
-    """Train and validation from the training phrasings, held-out from unseen phrasings."""
+    """Train and validation from the training phrasings, held-out from unseen phrasings.
+    `lever_probs` are `generate_examples`' lever rates (`text_prob=`, `film_prob=`, ...),
+    for the training phrasings only."""
     both = generate_examples(
-        n_train + n_val,
-        seed=seed,
-        split="train",
-        colloquial_prob=colloquial_prob,
-        colloquial_langs=colloquial_langs,
-        wide_prob=wide_prob,
-        refusal_prob=refusal_prob,
-        correction_prob=correction_prob,
-        prompt_prob=prompt_prob,
-        busy_prob=busy_prob,
-        anime_prob=anime_prob,
-        context_prob=context_prob,
-        spoken_prob=spoken_prob,
-        foreign_prob=foreign_prob,
-        dialect_prob=dialect_prob,
-        fix_prob=fix_prob,
-        text_prob=text_prob,
-        film_prob=film_prob,
-        palette_prob=palette_prob,
+        n_train + n_val, seed=seed, split="train", colloquial_langs=colloquial_langs, **lever_probs
     )
     return {
         "train": both[:n_train],
