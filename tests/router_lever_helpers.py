@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from studio_align.router import eval as packaged
 from studio_align.router.format import is_cjk
 from studio_align.simulate.router.requests import generate_examples
 
 Pair = tuple[dict[str, Any], dict[str, Any]]
+
+
+def hand_written_texts() -> set[str]:
+    """Every request of the packaged validation and evaluation sets, lower-cased: what no
+    lever may copy."""
+    return {r["request"]["text"].lower()
+            for name in (*packaged.VAL_SETS, *packaged.EVAL_SETS) for r in packaged.load(name)}  # fmt: skip
 
 
 def lever_changes(lever: str, prob: float, *, seed: int, n: int = 3000) -> tuple[list[Pair], int]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import random
 
-from router_lever_helpers import lever_changes
+from router_lever_helpers import hand_written_texts, lever_changes
 
-from studio_align.router import eval as packaged
 from studio_align.simulate.router.color_fix import FIX_TEMPLATES, PROBLEMS, WANTED, render_fix
 from studio_align.simulate.router.phrases import INTENTS
 
@@ -30,8 +29,7 @@ def test_every_template_fills_and_other_intents_get_none() -> None:
 
 
 def test_no_request_or_phrase_comes_from_a_hand_written_set() -> None:
-    sets = {r["request"]["text"].lower()
-            for name in (*packaged.VAL_SETS, *packaged.EVAL_SETS) for r in packaged.load(name)}  # fmt: skip
+    sets = hand_written_texts()
     phrases = [p for pools in (PROBLEMS, WANTED) for pool in pools.values() for p in pool
                if len(p.split()) > 2 or len(p) > 5]  # fmt: skip
     assert not [p for p in phrases if any(p.lower() in t for t in sets)]

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import random
 
-from router_lever_helpers import lever_changes
+from router_lever_helpers import hand_written_texts, lever_changes
 
-from studio_align.router import eval as packaged
 from studio_align.simulate.router.film_words import POOLS, with_film_words
 from studio_align.simulate.router.phrases import INTENTS
 
@@ -39,8 +38,7 @@ def test_the_phrase_comes_from_a_step_of_the_plan_and_an_upload_only_edit_is_lef
 
 
 def test_no_phrase_comes_from_a_hand_written_set() -> None:
-    sets = {r["request"]["text"].lower()
-            for name in (*packaged.VAL_SETS, *packaged.EVAL_SETS) for r in packaged.load(name)}  # fmt: skip
+    sets = hand_written_texts()
     phrases = [p for pools in POOLS.values() for pool in pools.values() for p in pool]
     # a phrase of one English word or of up to three characters is a word of the trade
     phrases = [p for p in phrases if len(p.split()) > 1 or (not p.isascii() and len(p) > 3)]

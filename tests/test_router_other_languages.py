@@ -10,9 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from router_lever_helpers import lever_changes
+from router_lever_helpers import hand_written_texts, lever_changes
 
-from studio_align.router import eval as packaged
 from studio_align.router.format import is_cjk
 from studio_align.simulate.router import dialects, foreign
 from studio_align.simulate.router.phrases import INTENTS, Intent
@@ -67,8 +66,7 @@ def test_the_lever_replaces_its_share_keeping_plans_and_the_rest_identical(lev: 
 
 
 def test_no_request_or_filler_comes_from_a_hand_written_set(lev: Lever) -> None:
-    sets = {r["request"]["text"].lower().strip(" .!?。！？")
-            for name in (*packaged.VAL_SETS, *packaged.EVAL_SETS) for r in packaged.load(name)}  # fmt: skip
+    sets = {t.strip(" .!?。！？") for t in hand_written_texts()}
     # phrases, not single words ("alegre", "落ち着いた" are anyone's)
     fills = [s for by in lev.slots.values() for pool in by.values() for s in pool
              if len(s.split()) > 1 or (is_cjk(s) and len(s) > 5)]  # fmt: skip

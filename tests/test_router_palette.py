@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import random
 
-from router_lever_helpers import lever_changes
+from router_lever_helpers import hand_written_texts, lever_changes
 
-from studio_align.router import eval as packaged
 from studio_align.simulate.router.palette import CHANGES, COLOURS, MAKES, with_palette
 from studio_align.simulate.router.phrases import INTENTS
 
@@ -34,7 +33,6 @@ def test_every_plan_that_makes_a_picture_from_words_takes_one_and_no_other_plan_
 
 
 def test_no_palette_comes_from_a_hand_written_set() -> None:
-    sets = {r["request"]["text"].lower()
-            for name in (*packaged.VAL_SETS, *packaged.EVAL_SETS) for r in packaged.load(name)}  # fmt: skip
+    sets = hand_written_texts()
     copied = {c for pool in COLOURS.values() for c in pool if any(c.lower() in t for t in sets)}
     assert not copied, copied

@@ -6,9 +6,8 @@ from __future__ import annotations
 import random
 
 from pytest import MonkeyPatch
-from router_lever_helpers import lever_changes
+from router_lever_helpers import hand_written_texts, lever_changes
 
-from studio_align.router import eval as packaged
 from studio_align.simulate.router import rendered_text
 from studio_align.simulate.router.phrases import INTENTS
 from studio_align.simulate.router.rendered_text import CLAUSES, QUOTES, WORDS, with_rendered_text
@@ -39,8 +38,7 @@ def test_every_clause_fills_and_frames_a_step_of_the_plan(monkeypatch: MonkeyPat
 
 
 def test_no_words_or_request_come_from_a_hand_written_set() -> None:
-    sets = {r["request"]["text"].lower()
-            for name in (*packaged.VAL_SETS, *packaged.EVAL_SETS) for r in packaged.load(name)}  # fmt: skip
+    sets = hand_written_texts()
     clauses = [half.strip(" :：") for pools in CLAUSES.values() for pool in pools.values()
                for c in pool for half in c.split("{q}")]  # fmt: skip
     # a clause of one or two English words or of up to five characters is a word of the trade
