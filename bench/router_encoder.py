@@ -31,8 +31,8 @@ from studio_align.router.stages import stage_sft
 from studio_align.simulate.router.requests import demo_splits
 
 # the generator's levers, each `--NAME P` passed to `demo_splits` as `NAME_prob`
-LEVERS = ("refusal", "wide", "colloquial", "correction", "prompt", "busy", "anime", "context",
-          "spoken", "foreign", "dialect", "fix", "text", "film", "palette")  # fmt: skip
+LEVERS = ("refusal", "wide", "colloquial", "correction", "prompt", "busy", "anime", "anime_subject",
+          "context", "spoken", "foreign", "dialect", "fix", "text", "film", "palette")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

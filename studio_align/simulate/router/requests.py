@@ -60,7 +60,12 @@ from studio_align.simulate.router.phrases import (
 from studio_align.simulate.router.prompt_style import render_prompt
 from studio_align.simulate.router.refusals import add_refusal
 from studio_align.simulate.router.rendered_text import with_rendered_text
-from studio_align.simulate.router.slots import ANIME_STYLES, BUSY_SUBJECTS, SPOKEN_LINES
+from studio_align.simulate.router.slots import (
+    ANIME_STYLES,
+    ANIME_SUBJECTS,
+    BUSY_SUBJECTS,
+    SPOKEN_LINES,
+)
 from studio_align.simulate.router.styles import BASE, WIDE, Lexicon, render_styled
 
 LANGS = ("en", "zh")
@@ -115,6 +120,11 @@ BUSY_PROB = 0.0
 # 0.628 -> 0.847 exact; the five earlier validation sets pooled 0.908 -> 0.908
 # (docs/experiments/router-anime-style-words.md).
 ANIME_PROB = 0.3
+# Fraction of training requests whose subject (`SLOTS["subject"]`, 28 % of requests: stills
+# and clips made from words) is swapped for one drawn the anime way (`slots.ANIME_SUBJECTS`:
+# "an anime girl with twin tails", 二次元少女), drawn from its own random stream. Off until
+# measured (docs/experiments/router-anime-subjects.md).
+ANIME_SUBJECT_PROB = 0.0
 # Fraction of training requests with a line around them that names no medium
 # (`slots.CONTEXT_LINES`: a hand-off, a deadline, a client's words), drawn from its own
 # random stream. Off until measured (docs/experiments/router-context-lines.md).
@@ -285,6 +295,7 @@ def generate_examples(
     prompt_prob: float | None = None,
     busy_prob: float | None = None,
     anime_prob: float | None = None,
+    anime_subject_prob: float | None = None,
     context_prob: float | None = None,
     spoken_prob: float | None = None,
     foreign_prob: float | None = None,
@@ -313,7 +324,9 @@ def generate_examples(
     (`prompt_style`: tag prompts and structured briefs). `busy_prob` (default `BUSY_PROB`
     in training, 0 otherwise) swaps that fraction's subject for a busy one (`BUSY_SUBJECTS`).
     `anime_prob` (default `ANIME_PROB` in training, 0 otherwise) swaps that fraction's style
-    word for an anime-family one (`ANIME_STYLES`). `context_prob` (default `CONTEXT_PROB` in
+    word for an anime-family one (`ANIME_STYLES`), and `anime_subject_prob` (default
+    `ANIME_SUBJECT_PROB` in training, 0 otherwise) its subject for one drawn the anime way
+    (`ANIME_SUBJECTS`). `context_prob` (default `CONTEXT_PROB` in
     training, 0 otherwise) puts a line that names no medium before or after that fraction
     (`CONTEXT_LINES`). `spoken_prob` (default `SPOKEN_PROB` in training, 0 otherwise) swaps
     that fraction's spoken line for one of `SPOKEN_LINES`. `foreign_prob` (default
@@ -333,6 +346,9 @@ def generate_examples(
     # stay as without it
     context_prob, xrng = lever(context_prob, CONTEXT_PROB, "context", seed, split)
     anime_prob, arng = lever(anime_prob, ANIME_PROB, "anime", seed, split)
+    anime_subject_prob, asrng = lever(
+        anime_subject_prob, ANIME_SUBJECT_PROB, "anime_subject", seed, split
+    )
     spoken_prob, lrng = lever(spoken_prob, SPOKEN_PROB, "spoken", seed, split)
     busy_prob, brng = lever(busy_prob, BUSY_PROB, "busy", seed, split)
     prompt_prob, prng = lever(prompt_prob, PROMPT_PROB, "prompt", seed, split)
@@ -387,6 +403,8 @@ def generate_examples(
             text = swap_first(text, SLOTS["subject"], BUSY_SUBJECTS, brng)
         if anime_prob > 0 and arng.random() < anime_prob:
             text = swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
+        if anime_subject_prob > 0 and asrng.random() < anime_subject_prob:
+            text = swap_first(text, SLOTS["subject"], ANIME_SUBJECTS, asrng)
         if spoken_prob > 0 and lrng.random() < spoken_prob:
             text = swap_first(text, SLOTS["line"], SPOKEN_LINES, lrng)
         if film_prob > 0 and fmrng.random() < film_prob:
@@ -469,6 +487,7 @@ class LeverProbs(TypedDict, total=False):
     prompt_prob: float | None
     busy_prob: float | None
     anime_prob: float | None
+    anime_subject_prob: float | None
     context_prob: float | None
     spoken_prob: float | None
     foreign_prob: float | None

@@ -225,6 +225,39 @@ ANIME_STYLES: dict[str, tuple[str, ...]] = {
     "zh": ("动漫", "二次元", "日漫", "漫画", "Q版"),
 }
 
+# Subjects drawn the anime way ("an anime girl with twin tails", 二次元少女). Creators name
+# the look in the noun as often as in a style word, and elsewhere in the generator those
+# words only ask for a storyboard; `anime_subject_prob` in `requests.generate_examples`
+# swaps one in for a `SLOTS["subject"]`, so "an anime girl" in a still or a clip is that
+# still or clip's subject, not a storyboard.
+# fmt: off
+ANIME_SUBJECTS: dict[str, tuple[str, ...]] = {
+    "en": (
+        "an anime girl with twin tails eating ramen", "a manga-style samurai under falling leaves",
+        "a chibi corgi in a space helmet", "a magical girl mid-transformation in a burst of ribbons",
+        "an anime boy with headphones on a night bus", "a shoujo heroine blushing at a summer festival",
+        "an 80s anime mecha standing in the rain", "a cel-shaded anime fox spirit",
+        "an anime cat-eared barista behind a counter", "a manga detective with a trench coat",
+        "a chibi version of a dragon hoarding snacks", "an anime schoolgirl waiting at a train crossing",
+        "a 90s anime couple on a beach at dusk", "a manga hero with spiky hair and a sword",
+        "an anime witch flying over a seaside town", "a kawaii anime bunny in a strawberry dress",
+        "an anime idol on a glowing stage", "a manga villain laughing on a throne",
+        "an anime pilot in a cockpit full of lights", "a chibi knight riding a hamster",
+        "a hand-drawn anime shepherd boy in a wheat field", "an anime ninja leaping between chimneys",
+        "a manga-style old man fishing on a pier", "an anime robot girl with glowing blue eyes",
+    ),
+    "zh": (
+        "扎双马尾吃拉面的二次元少女", "落叶中的日漫武士", "戴宇航头盔的Q版柯基", "正在变身的魔法少女",
+        "夜班公交上戴耳机的动漫少年", "夏日祭上脸红的少女漫女主", "雨中的八十年代机甲", "赛璐璐风的狐妖",
+        "吧台后面的猫耳动漫店员", "穿风衣的漫画侦探", "抱着零食的Q版小龙", "在道口等电车的动漫女高中生",
+        "黄昏海边的九十年代日漫情侣", "刺猬头拿着大剑的热血漫主角", "骑扫帚飞过港口的动漫魔女", "穿草莓裙的萌系兔子",
+        "站在发光舞台上的二次元偶像", "坐在王座上狂笑的漫画反派", "满是仪表灯的驾驶舱里的动漫飞行员",
+        "骑着仓鼠的Q版骑士", "风吹麦浪里的日系动画少女", "在屋檐间跳跃的动漫忍者", "码头钓鱼的漫画风老爷爷",
+        "蓝色眼睛发光的二次元机器人少女",
+    ),
+}
+# fmt: on
+
 # Lines around a request that name no medium: a hand-off to a teammate, a deadline, a
 # client's words, who it is for, the feeling it should leave. `context_prob` in
 # `requests.generate_examples` puts one before or after a request, so a long message
