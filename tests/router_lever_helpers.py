@@ -19,11 +19,14 @@ def hand_written_texts() -> set[str]:
             for name in (*packaged.VAL_SETS, *packaged.EVAL_SETS) for r in packaged.load(name)}  # fmt: skip
 
 
-def lever_changes(lever: str, prob: float, *, seed: int, n: int = 3000) -> tuple[list[Pair], int]:
-    """(base, levered) pairs that differ with `lever=prob` against `lever=0`, and `n`.
-    Each changed pair keeps its plan and attachments; held-out data ignores the lever."""
-    base = generate_examples(n, seed=seed, **{lever: 0.0})
-    levered = generate_examples(n, seed=seed, **{lever: prob})
+def lever_changes(
+    lever: str, prob: float, *, seed: int, n: int = 3000, **fixed: float
+) -> tuple[list[Pair], int]:
+    """(base, levered) pairs that differ with `lever=prob` against `lever=0`, and `n`;
+    `fixed` sets other levers alike in both (one that rewrites the same slot). Each
+    changed pair keeps its plan and attachments; held-out data ignores the lever."""
+    base = generate_examples(n, seed=seed, **{lever: 0.0}, **fixed)
+    levered = generate_examples(n, seed=seed, **{lever: prob}, **fixed)
     changed = [(b, x) for b, x in zip(base, levered, strict=True) if b != x]
     for b, x in changed:
         assert (b["plan"], b["request"]["attachments"]) == (x["plan"], x["request"]["attachments"])
