@@ -4,9 +4,9 @@ random streams, and their text edits on a rendered request.
 Each lever (`requests.generate_examples`: wide lexicon, prompt style, busy subjects, anime
 styles and subjects, spoken lines, context lines, corrections, colloquial, refusals, other
 languages, Cantonese and pinyin, colour correction, words to render, cinema as a look,
-palettes) draws from its own stream, so turning one on or changing its rate leaves the generator's
-other draws as they were: the measured effect of a lever is its own, not that of a
-resampled training set. A swap (`swap_first`) draws its word only where the text has one
+palettes) draws from its own stream, so turning one on or changing its rate leaves the
+generator's other draws as they were: the measured effect of a lever is its own, not that
+of a resampled training set. A swap (`swap_first`) draws its word only where the text has one
 to replace, so a lever that rewrites a request earlier in the chain also moves the later
 swaps' picks. The rates are training defaults; `requests.generate_examples` takes each
 as a keyword, and held-out data uses none of them.
@@ -21,8 +21,9 @@ from studio_align.simulate.router.slots import CONTEXT_LINES
 
 Split = Literal["train", "heldout"]
 
-# Fraction of training requests written by `styles` (0 = templates only). 0.4 against 0 on validation (hand-written + generator, 300 SFT steps): 0.850
-# vs 0.781 exact; no other value was tried.
+# Fraction of training requests written by `styles` (0 = templates only). 0.4 against 0 on
+# validation (hand-written + generator, 300 SFT steps): 0.850 vs 0.781 exact; no other
+# value was tried.
 STYLED_PROB = 0.4
 STYLED_TYPO_PROB = 0.15
 # Fraction of training requests rewritten as chat-box text (`colloquial`), drawn
@@ -110,7 +111,8 @@ DIALECT_PROB = 0.0
 # against a placebo that rewrites the same rows as ordinary grade requests (quickstart SFT,
 # eight seeds), 0.3 gave the validation sets' 85 grade rows +2.4 points and the nine sets
 # pooled +0.7, none lower by more than 0.5, under the 3-point gain its study asked for
-# (docs/experiments/router-colour-correction.md).
+# (docs/experiments/router-colour-correction.md). Paired with `PALETTE_PROB` 0.2, see
+# there.
 FIX_PROB = 0.0
 # Fraction of training requests given a clause of quoted words for one step of their plan
 # to draw, show, sing or speak (`rendered_text`: a poster's headline, a label, a title card,
@@ -135,6 +137,8 @@ FILM_PROB = 0.1
 # validation sets' 319 rows that make a picture from words +1.5 points and the ten sets
 # pooled +0.4, but their 87 grade rows -2.4, past the 2.0 its study allowed: grades asked
 # only in colour words ("fix the blue cast") became edits (docs/experiments/router-palette.md).
+# Paired with `FIX_PROB` 0.3 (seeds 104-111) the grade rows held (+0.3), but the picture
+# rows gained 0.1 (docs/experiments/router-palette-with-colour-fix.md).
 PALETTE_PROB = 0.0
 
 
