@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
     ap.add_argument("--ema", type=float, default=None, help="SFT's [optim] ema_decay")
     ap.add_argument("--batch", type=int, default=None, help="examples per SFT step")
+    ap.add_argument(
+        "--conditioning",
+        default=None,
+        choices=("pieces+sentence", "sentence", "pieces"),
+        help="what the decoder reads of the encoder (`models.conditioned`)",
+    )
     ap.add_argument("--reuse", action="store_true", help="score OUT's checkpoint, no training")
     args = ap.parse_args(argv)
     sft: dict[str, Any] = {"steps": args.steps}
@@ -69,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         sft["batch_size"] = args.batch
     if args.train_encoder is not None:
         settings["train_encoder"] = args.train_encoder
+    if args.conditioning is not None:
+        settings["conditioning"] = args.conditioning
     q = QuickstartConfig.model_validate(settings)
     n_train = q.n_train or q.sft.steps * q.sft.batch_size
     levers = {lever: getattr(args, lever) for lever in LEVERS}
@@ -86,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
            **levers,
-           "ema": args.ema, "batch": args.batch, "sft_seconds": seconds}  # fmt: skip
+           "ema": args.ema, "batch": args.batch, "conditioning": q.conditioning,
+           "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     for name, rows in {**sets, "pooled": pooled}.items():
         f, _, _ = evaluate_router(router, rows, batch_size=128)

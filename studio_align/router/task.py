@@ -169,7 +169,8 @@ class RouterTask:
     ) -> StartingPoint:
         """A fresh decoder over the router's tokens that reads the text through a pretrained
         encoder (`models.conditioned`); `[model] options.train_encoder` fine-tunes the
-        encoder too (default: frozen, see docs/router.md for the measurement)."""
+        encoder too (default: frozen, see docs/router.md for the measurement), and
+        `options.conditioning` says what the decoder reads of it (`ConditionedConfig`)."""
         if encoder != "use-multilingual-v3":
             raise ConfigError(
                 f"model.options.encoder: {encoder!r} is not a known encoder "
@@ -183,7 +184,16 @@ class RouterTask:
             decoder = getattr(ModelConfig, model.preset)(**fields)
         except (AttributeError, ValueError, TypeError) as e:
             raise ConfigError(f"model.config: {e}") from None
-        cfg = ConditionedConfig(decoder=decoder, text_start_id=tok.bos_id)
+        conditioning = model.options.get("conditioning", "pieces+sentence")
+        try:
+            cfg = ConditionedConfig(
+                decoder=decoder, text_start_id=tok.bos_id, conditioning=conditioning
+            )
+        except ValueError:
+            raise ConfigError(
+                f"model.options.conditioning: {conditioning!r} is not one of "
+                "'pieces+sentence', 'sentence', 'pieces'"
+            ) from None
         policy = EncoderConditionedLM(cfg, rngs=nnx.Rngs(seed), encoder=load_use())
         wrt = nnx.Param if model.options.get("train_encoder") else frozen_encoder_filter()
         return StartingPoint(model=policy, reference=None, wrt=wrt, tokenizer=tok,
