@@ -69,3 +69,33 @@ def test_eval_flow_names_a_base_of_another_size_in_one_line(tmp_path):
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2 and "draws 16x16 images and the base" in res.output
     assert "Traceback" not in res.output
+
+
+def test_eval_flow_reports_sample_quality_for_both_models(tmp_path):
+    """The command end to end: creator-free figures, then the sample-quality section for the
+    base and the aligned model at guidance 1 and 3, with its labelled sheets in the report."""
+    import json
+
+    from flow_helpers import tiny_model
+
+    from studio_align.verticals.flow.checkpoint import save_flow
+
+    save_flow(tiny_model(0, arch="unet"), tmp_path / "base")
+    save_flow(tiny_model(0, perturb=0.05, arch="unet"), tmp_path / "aligned")
+    args = ["eval", "flow", "--checkpoint", str(tmp_path / "aligned"), "--base",
+            str(tmp_path / "base"), "--n-per-set", "4", "--json", "--report", str(tmp_path / "r")]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert set(out) == {"all", "sample_quality"}
+    figures = out["sample_quality"]["figures"]
+    assert set(figures) == {"base", "aligned"}
+    for by_g in figures.values():
+        assert len(by_g) == 2  # guidance 1 and 3
+        for q in by_g.values():
+            assert q["seam_ratio"] is None  # an 8x8 image has no boundary of the 8x8 grid
+            for key in ("noise_ratio", "recognisability"):
+                assert 0.0 <= q[key] < 100.0, (key, q)
+            assert 0.0 < q["tag_accuracy/real"] <= 1.0
+    for name in ("quality_g1.png", "quality_g3.png", "flow_eval.json"):
+        assert (tmp_path / "r" / name).stat().st_size > 0

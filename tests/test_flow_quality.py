@@ -52,3 +52,11 @@ def test_real_against_real_reads_one_and_noise_is_not_recognised(real):
     other = real_by_tag_set(ALL_TAG_SETS, 12, seed=9, size=16)
     qo = sample_quality(other, real["fresh"], clf, patch=4)
     assert 0.85 < qo["seam_ratio"] < 1.15 and 0.8 < qo["noise_ratio"] < 1.25
+
+
+def test_a_grid_as_large_as_the_image_has_no_seam_ratio(real):
+    """16x16 images on a 16-pixel grid (a model whose patch is the whole frame) have no
+    boundary to draw: the ratio is None, and every other figure is still measured."""
+    clf = fit_tag_classifier(real["fit"])
+    q = sample_quality(real["fresh"], real["fresh"], clf, patch=16)
+    assert q["seam_ratio"] is None and q["recognisability"] == pytest.approx(1.0)

@@ -144,8 +144,9 @@ def eval_flow(
     if quality:
         for name, by_g in out["sample_quality"]["figures"].items():
             for g, q in by_g.items():
+                seam = "n/a" if q["seam_ratio"] is None else f"{q['seam_ratio']:.2f}x"
                 click.echo(
-                    f"{name:8s} {g:12s} seam={q['seam_ratio']:.2f}x "
+                    f"{name:8s} {g:12s} seam={seam} "
                     f"noise={q['noise_ratio']:.2f}x"
                     f" recognisability={q['recognisability']:.2f}x real"
                     f" ({q['tag_accuracy/generated']:.2f} vs {q['tag_accuracy/real']:.2f})"

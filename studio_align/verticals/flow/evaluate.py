@@ -190,12 +190,12 @@ def quality_figures(
     models: dict[str, Any], tag_sets: Sequence[tuple[str, Sequence[str]]], real: np.ndarray,
     classifier: TagClassifier, *, patch: int, n_per_set: int = 24,
     guidances: Sequence[float] = (1.0, 3.0), seed: int = 1234, steps: int = 20,
-) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, np.ndarray]]]:  # fmt: skip
+) -> tuple[dict[str, dict[str, dict[str, float | None]]], dict[str, dict[str, np.ndarray]]]:  # fmt: skip
     """The sample-quality section: per model name and guidance (`"guidance 3"`), the
     `quality.sample_quality` figures of `n_per_set` samples per tag set against `real`
     [S, N, H, W, 3] images of the same `tag_sets` (fresh, not the classifier's); and
     the samples themselves by model and guidance (for the report's grids)."""
-    figures: dict[str, dict[str, dict[str, float]]] = {}
+    figures: dict[str, dict[str, dict[str, float | None]]] = {}
     samples: dict[str, dict[str, np.ndarray]] = {}
     for name, model in models.items():
         for g in guidances:

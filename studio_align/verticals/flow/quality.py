@@ -89,18 +89,23 @@ def fit_tag_classifier(real: np.ndarray) -> TagClassifier:
 
 def sample_quality(
     generated: np.ndarray, real: np.ndarray, classifier: TagClassifier, *, patch: int
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """Every figure of the module docstring for `generated` against `real`, both
     [S, N, H, W, 3] in [0, 1] with the same S tag sets in the classifier's order (real
-    images fresh: not those the classifier was fitted on)."""
+    images fresh: not those the classifier was fitted on). The seam ratio is `None` where
+    the `patch` grid has no boundary inside the image (a patch as large as the image):
+    such a model has no seams to draw."""
     if generated.shape[0] != real.shape[0] or generated.shape[2:] != real.shape[2:]:
         raise ValueError(f"sample_quality: generated {generated.shape} vs real {real.shape}")
     flat_g = generated.reshape(-1, *generated.shape[2:])
     flat_r = real.reshape(-1, *real.shape[2:])
     acc_g = classifier.accuracy(flat_g, np.repeat(np.arange(len(generated)), generated.shape[1]))
     acc_r = classifier.accuracy(flat_r, np.repeat(np.arange(len(real)), real.shape[1]))
+    size = min(flat_g.shape[1:3])
     return {
-        "seam_ratio": seam_index(flat_g, patch) / seam_index(flat_r, patch),
+        "seam_ratio": (
+            seam_index(flat_g, patch) / seam_index(flat_r, patch) if 1 < patch < size else None
+        ),
         "noise_ratio": highfreq_energy(flat_g) / highfreq_energy(flat_r),
         "tag_accuracy/generated": acc_g,
         "tag_accuracy/real": acc_r,
