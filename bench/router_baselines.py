@@ -1,6 +1,6 @@
 """The semantic-router recipe on the router's own data: what the router must beat.
 
-    nice python bench/router_baselines.py [--seeds 0 1 2] [--json F]
+    nice python bench/router_baselines.py [--seeds 0 1 2] [--json F] [--router ROUTERS.json]
 
 Two baselines over Universal Sentence Encoder multilingual v3 vectors (the flax port,
 `models/encoders/use.py`) of the request text, with the attachments as three extra
@@ -19,7 +19,9 @@ Both are scored by `router.evaluate.evaluate_routes`, the function behind `eval 
 on the generator's held-out phrasings and every hand-written evaluation set: exact-plan
 accuracy and step F1 by language, ECE, coverage at 95 % selective accuracy. Neither
 abstains (abstain rate 0). Figures are averaged over the seeds, each seed's data drawn
-from that seed, as the quickstart's are.
+from that seed, as the quickstart's are. With `--router`, the JSON that
+`router_quickstart_seeds.py --json` wrote for the same seeds, it ends with the SFT and
+served routers' exact-plan lead over each baseline, per set.
 """
 
 from __future__ import annotations
@@ -176,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--router", type=Path, default=None,
+                    help="`router_quickstart_seeds.py --json` of the same seeds: print the "
+                         "routers' lead over each baseline")  # fmt: skip
     args = ap.parse_args(argv)
     feats = Features()
     per_seed = {s: run_seed(s, feats) for s in args.seeds}
@@ -197,7 +202,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{method:8} {name:16} " + " ".join(f"{r[c]:6.3f}" for c in cols))
     if args.json:
         args.json.write_text(json.dumps({"seeds": per_seed, "mean": mean}, indent=1))
+    if args.router is not None:
+        print_lead(json.loads(args.router.read_text(encoding="utf-8")), mean, args.seeds)
     return 0
+
+
+def print_lead(routers: dict[str, Any], mean: dict[str, Any], seeds: Sequence[int]) -> None:
+    """Exact-plan accuracy of the quickstart's SFT and served routers (seed means) minus each
+    baseline's, in points, per set: the lead the router must keep."""
+    missing = [s for s in seeds if str(s) not in routers]
+    if missing:
+        raise SystemExit(f"--router: no figures for seeds {missing} (run it with the same seeds)")
+    print(f"{'router':8} {'set':16} {'exact':>6} {'- nn':>6} {'- logreg':>8}")
+    for who in ("sft", "final"):
+        for name in EVAL:
+            exact = float(np.mean([routers[str(s)][who][name]["exact"] for s in seeds]))
+            lead = [100 * (exact - mean[m][name]["exact"]) for m in ("nn", "logreg")]
+            print(f"{who:8} {name:16} {exact:6.3f} {lead[0]:+6.1f} {lead[1]:+8.1f}")
 
 
 if __name__ == "__main__":
