@@ -5,16 +5,20 @@
 Prints one JSON line: the milliseconds of the shared-prompt DPO loss's forward, its
 `value_and_grad`, and the whole step with AdamW (no donation, the same 16 pairs each
 call), then the same forward/gradient split for one decoder layer on the step's
-activation shape and for its MLP and attention alone, with each part's GFLOP/s. Why: the
-step's MFU counts matmuls only, so this says whether a gap to the matmul peak is in the
-matmuls (their rate at these shapes) or around them (the backward's other work). Run it
-alone on the machine; figures under load mean nothing.
+activation shape and for its MLP and attention alone, with each part's GFLOP/s. Then what
+the compiled step is made of (fusions by kind, dots outside fusions, remat barriers, the
+logits' dtype), and the matmul share: the step's matmul FLOPs at the rate one GEMM of the
+MLP's shape runs alone, over the step's time. Why: the step's MFU counts matmuls only, so
+this says whether a gap to the matmul peak is in the matmuls (their rate at these shapes)
+or around them (the backward's other work). Run it alone on the machine; figures under
+load mean nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +32,7 @@ from flax import nnx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import dims_path, dpo_pairs, model
+from engine import pair_step_flops
 
 from studio_align.training.dpo import DPOConfig, make_dpo_loss
 
@@ -54,6 +59,23 @@ def split(module: nnx.Module, call: Callable, x: jax.Array, repeats: int) -> dic
     grad = jax.jit(jax.grad(lambda p, x: jnp.sum(f(p, x) ** 2), argnums=(0, 1)))
     return {"fwd_ms": ms(lambda: fwd(params, x), repeats),
             "grad_ms": ms(lambda: grad(params, x), repeats)}  # fmt: skip
+
+
+def hlo_summary(text: str, vocab: int) -> dict[str, Any]:
+    """What the compiled step is made of: fusions by kind, dots left outside fusions,
+    optimisation barriers (where `jax.checkpoint` rematerialises) and the dtypes of every
+    array with the vocabulary as its last dimension (the logits and their gradient)."""
+    kinds: dict[str, int] = {}
+    for kind in re.findall(r"\bfusion\(.*?kind=(k\w+)", text):
+        kinds[kind] = kinds.get(kind, 0) + 1
+    entry = text[text.find("ENTRY") :]
+    logits = sorted(set(re.findall(rf"\b(\w+)\[[\d,]*,{vocab}\]", text)))
+    return {
+        "fusions": kinds,
+        "dots_outside_fusions": len(re.findall(r"= \w+\[[\d,]*\]\{[\d,]*\} dot\(", entry)),
+        "opt_barriers": text.count("opt-barrier("),
+        "logits_dtypes": logits,
+    }
 
 
 def main() -> None:
@@ -86,7 +108,18 @@ def main() -> None:
         "loss_fwd_ms": ms(lambda: fwd(params), args.repeats),
         "value_and_grad_ms": ms(lambda: vg(params), args.repeats),
         "step_ms": ms(lambda: step(params, opt), args.repeats),
+        "hlo": hlo_summary(step.lower(params, opt).compile().as_text(), policy.cfg.vocab_size),
     }
+    # the step's matmul FLOPs at the rate one GEMM of the MLP's shape runs alone: the share
+    # of the step the matmuls would take, the rest being everything around them
+    rows, d_model, d_ff = b * (p_len + 2 * c_len), policy.cfg.d_model, policy.cfg.d_ff
+    a = jax.random.normal(jax.random.key(1), (rows, d_model))
+    w = jax.random.normal(jax.random.key(2), (d_model, d_ff))
+    gemm = jax.jit(lambda a, w: a @ w)
+    out["gemm_gflops"] = 2 * rows * d_model * d_ff / ms(lambda: gemm(a, w), args.repeats) / 1e6
+    step_gflop = pair_step_flops(policy.cfg, batch, b, reference=False) / 1e9
+    out["step_matmul_gflop"] = step_gflop
+    out["matmul_share"] = step_gflop / out["gemm_gflops"] / (out["step_ms"] / 1e3)
     # one layer on the step's activation shape: [pairs, prompt + 2 completions, d_model]
     t, d, f = p_len + 2 * c_len, policy.cfg.d_model, policy.cfg.d_ff
     x = jax.random.normal(jax.random.key(0), (b, t, d))
