@@ -108,7 +108,9 @@ def main() -> None:
         "loss_fwd_ms": ms(lambda: fwd(params), args.repeats),
         "value_and_grad_ms": ms(lambda: vg(params), args.repeats),
         "step_ms": ms(lambda: step(params, opt), args.repeats),
-        "hlo": hlo_summary(step.lower(params, opt).compile().as_text(), policy.cfg.vocab_size),
+        "hlo": hlo_summary(
+            step.lower(params, opt).compile().as_text() or "", policy.cfg.vocab_size
+        ),
     }
     # the step's matmul FLOPs at the rate one GEMM of the MLP's shape runs alone: the share
     # of the step the matmuls would take, the rest being everything around them
