@@ -16,6 +16,10 @@ Design choices:
   renames it when complete). JAX's own heartbeat, given twice the time, would end the
   survivors with a fatal C++ log and a stack trace, and its Python hook for that
   (`missed_heartbeat_callback`) cannot be passed through `jax.distributed.initialize`.
+  A survivor's collective may also fail at once, as the dead peer's connection drops,
+  before the watchdog's time-out; the training loop then waits for the watchdog's
+  verdict (`await_peer_verdict`) instead of raising the collective's error, which would
+  end in JAX's shutdown barrier waiting for the dead peer and its fatal log.
 - Every process computes the same arrays; only process 0 writes files (metrics, the
   model bundle, reports). A parameter sharded across processes is not readable from
   one of them, so writers first call `replicated(tree)` on **every** process (a
@@ -142,7 +146,22 @@ def peer_lost_message(cause: str) -> str:
     )
 
 
+_watchdog: _Watchdog | None = None
+
+
+def await_peer_verdict() -> None:
+    """Give the watchdog its time-out (and a margin) to decide whether a peer is lost,
+    when a runtime error is about to end this process in a multi-process run: if one is,
+    the watchdog ends the process with its one line and code 2; if not, this returns and
+    the caller raises its error. At once on one process or after a normal exit began."""
+    dog = _watchdog
+    if dog is None or dog.stop.is_set():
+        return
+    dog.thread.join(dog.timeout + 3.0)
+
+
 def _start_watchdog(timeout: float) -> None:
+    global _watchdog
     from jax._src import distributed as jd  # the runtime client: its key-value store
 
     client = getattr(jd.global_state, "client", None)
@@ -150,6 +169,7 @@ def _start_watchdog(timeout: float) -> None:
         return
     dog = _Watchdog(client, jax.process_index(), jax.process_count(), timeout)
     dog.thread.start()
+    _watchdog = dog
     # before JAX's own exit hook (atexit runs last-registered first) shuts the service down
     atexit.register(dog.stop.set)
 

@@ -34,7 +34,11 @@ import numpy as np
 from flax import nnx
 
 from studio_align.errors import TrainingError
-from studio_align.training.distributed import is_main_process, maybe_initialize
+from studio_align.training.distributed import (
+    await_peer_verdict,
+    is_main_process,
+    maybe_initialize,
+)
 from studio_align.training.ema import exported
 from studio_align.training.metrics import MetricsLogger
 from studio_align.training.progress import Progress
@@ -211,6 +215,9 @@ def train_loop(
                     **step.record(s),
                 }
                 ckpts.save(s, state.trees(), record)
+    except jax.errors.JaxRuntimeError:
+        await_peer_verdict()  # a collective that failed because a peer died: its one line
+        raise
     finally:
         step.close()
         progress.close()
