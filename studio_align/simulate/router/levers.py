@@ -6,11 +6,10 @@ styles and subjects, spoken lines, context lines, corrections, colloquial, refus
 languages, Cantonese and pinyin, colour correction, words to render, cinema as a look,
 palettes) draws from its own stream, so turning one on or changing its rate leaves the
 generator's other draws as they were: the measured effect of a lever is its own, not that
-of a resampled training set. Each lever's edit takes the same number of draws from its
-stream whatever the text it is given (a swap draws once even where it finds no word to
-replace), so a lever earlier in the chain moves none of the later levers' picks. The rates
-are training defaults; `requests.generate_examples` takes each as a keyword, and held-out
-data uses none of them.
+of a resampled training set. A swap (`swap_first`) draws its word only where the text has one
+to replace, so a lever that rewrites a request earlier in the chain also moves the later
+swaps' picks. The rates are training defaults; `requests.generate_examples` takes each
+as a keyword, and held-out data uses none of them.
 """
 
 from __future__ import annotations
@@ -172,12 +171,9 @@ def swap_first(
     rng: random.Random,
 ) -> str:
     """`text` with its first word from `pools` replaced by one of `new` in that word's
-    language (unchanged where typos or a template left none of them in it). One draw of
-    `rng` whether or not a word is swapped, so what earlier levers wrote cannot move this
-    lever's later picks."""
-    pick = random.Random(rng.getrandbits(64))
+    language (unchanged where typos or a template left none of them in it)."""
     for lang, pool in pools.items():
         for word in pool:
             if word in text:
-                return text.replace(word, pick.choice(new[lang]), 1)
+                return text.replace(word, rng.choice(new[lang]), 1)
     return text

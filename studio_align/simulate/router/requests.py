@@ -327,9 +327,7 @@ def generate_examples(
         if text_prob > 0 and trng.random() < text_prob:
             text = with_rendered_text(intent, text, lang, trng)
         if correction_prob > 0 and krng.random() < correction_prob:
-            text = _corrected(
-                intent, text, lang, random.Random(krng.getrandbits(64)), intents, split
-            )
+            text = _corrected(intent, text, lang, krng, intents, split)
         text = _colloquial(text, lang, crng, probs[lang])
         if refusal_prob > 0 and rrng.random() < refusal_prob:
             text = add_refusal(text, intent.plan, intent.attachments, lang, rrng)
@@ -371,9 +369,7 @@ def _corrected(
 
 
 def _colloquial(text: str, lang: str, rng: random.Random, prob: float) -> str:
-    if prob > 0 and rng.random() < prob:  # one draw for the rewrite, whatever the text
-        return colloquialize(text, lang, random.Random(rng.getrandbits(64)))
-    return text
+    return colloquialize(text, lang, rng) if prob > 0 and rng.random() < prob else text
 
 
 def heldout_clause_examples(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
