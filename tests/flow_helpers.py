@@ -64,3 +64,34 @@ def selection_workspace(root: Path) -> Path:
                                     "--heldout-fraction", "0.34"])  # fmt: skip
     assert res.exit_code == 0, res.output
     return root / "c"
+
+
+def brightness(images: Any) -> list[float]:
+    return [float(np.mean(im)) for im in images]
+
+
+def grpo_toward_brightness(base: Any) -> list[tuple[float, float]]:
+    """Flow-GRPO toward brightness on a copy of `base` (12 steps, 2 of 4 conditions): the
+    mean brightness of base and aligned samples on fresh noise (seeds never used in
+    training), for the two trained conditions and for two never trained on."""
+    from studio_align.generation.flow_sampler import sample_ode, to_unit
+    from studio_align.rewards import Reward
+    from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
+    from studio_align.verticals.flow.checkpoint import clone
+
+    model = clone(base)
+    verts, tags = conds(4, seed=3)
+    cfg = FlowGRPOConfig.model_validate(
+        {"train": {"steps": 12, "seed": 0}, "optim": {"name": "adam", "learning_rate": 1e-2,
+         "decay": "constant"}, "prompts_per_step": 2, "group_size": 6, "sde_steps": 4, "mu": 2,
+         "beta": 0.0, "weights": {"brightness": 1.0}}
+    )  # fmt: skip
+    hist = flow_grpo(model, base, verts[:2], tags[:2], cfg,
+                     rewards={"brightness": Reward("brightness", brightness)})  # fmt: skip
+    assert len(hist) == 12
+    out = []
+    for rows in (slice(0, 2), slice(2, 4)):
+        v, t = np.repeat(verts[rows], 16), np.repeat(tags[rows], 16, axis=0)
+        out.append((float(to_unit(sample_ode(base, v, t, steps=8, seed=12345)).mean()),
+                    float(to_unit(sample_ode(model, v, t, steps=8, seed=12345)).mean())))  # fmt: skip
+    return out

@@ -7,18 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from flow_helpers import ARCHS, conds, tiny_model
+from flow_helpers import ARCHS, brightness, conds, grpo_toward_brightness, tiny_model
 
 from studio_align.algorithms.grpo import grpo_advantages, grpo_loss
-from studio_align.generation.flow_sampler import SDEConfig, sample_ode, to_unit
+from studio_align.generation.flow_sampler import SDEConfig
 from studio_align.rewards import Reward
 from studio_align.training.grpo_config import plugin_reward_fn
 from studio_align.training.loop import train_loop
 from studio_align.training.ppo import PPOConfig, PPOExperience, PPORunConfig, make_ppo_loss
 from studio_align.training.supervised import supervised
 from studio_align.training.value_head import ValueModel, trainable
-from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
-from studio_align.verticals.flow.checkpoint import clone
 from studio_align.verticals.flow.policy import FlowPolicy
 
 # minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
@@ -56,29 +54,10 @@ def test_flow_grpo_loss_invariant_to_a_constant_shift_of_a_groups_rewards(arch):
     assert float(l3) != pytest.approx(float(l1), rel=1e-3)
 
 
-def _brightness(images):
-    return [float(np.mean(im)) for im in images]
-
-
 @pytest.mark.parametrize("arch", ARCHS)
 def test_aligning_toward_brightness_moves_it_on_held_out_samples(arch):
-    base = tiny_model(0, arch=arch)
-    model = clone(base)
-    verts, tags = conds(4, seed=3)
-    cfg = FlowGRPOConfig.model_validate(
-        {"train": {"steps": 12, "seed": 0}, "optim": {"name": "adam", "learning_rate": 1e-2,
-         "decay": "constant"}, "prompts_per_step": 2, "group_size": 6, "sde_steps": 4, "mu": 2,
-         "beta": 0.0, "weights": {"brightness": 1.0}}
-    )  # fmt: skip
-    hist = flow_grpo(model, base, verts[:2], tags[:2], cfg,
-                     rewards={"brightness": Reward("brightness", _brightness)})  # fmt: skip
-    assert len(hist) == 12
-    # held out: fresh noise (seeds never used in training), and two conditions never trained on
-    for rows in (slice(0, 2), slice(2, 4)):
-        v, t = np.repeat(verts[rows], 16), np.repeat(tags[rows], 16, axis=0)
-        before = to_unit(sample_ode(base, v, t, steps=8, seed=12345)).mean()
-        after = to_unit(sample_ode(model, v, t, steps=8, seed=12345)).mean()
-        assert after > before + 0.02, (rows, before, after)
+    for before, after in grpo_toward_brightness(tiny_model(0, arch=arch)):
+        assert after > before + 0.02, (before, after)
 
 
 @pytest.mark.parametrize("shared", [True, False])
@@ -98,7 +77,7 @@ def test_ppo_trains_the_flow_generator_with_a_value_head(tmp_path, shared):
     })  # fmt: skip
     vm = ValueModel(model, policy.feature_dim(model), shared=shared, rngs=nnx.Rngs(0))
     src = PPOExperience(policy, [{"prompt": 0}, {"prompt": 1}],
-                        plugin_reward_fn([Reward("brightness", _brightness)]), pc,
+                        plugin_reward_fn([Reward("brightness", brightness)]), pc,
                         ref_model=None)  # fmt: skip
     res = train_loop(vm, cfg.loop_config(), supervised(make_ppo_loss(policy, pc), src),
                      wrt=trainable(nnx.Param), name="ppo")  # fmt: skip
