@@ -119,7 +119,7 @@ def test_each_conditioning_reads_only_its_part_and_decodes_alike(
     assert load_model_bundle(tmp_path / "r").model.cfg.conditioning == conditioning
 
 
-def test_an_unknown_conditioning_is_one_config_line(tmp_path: Path) -> None:
+def test_an_unknown_conditioning_is_one_config_line() -> None:
     model = ModelSection(preset="router", options={"encoder": "use-multilingual-v3",
                                                    "conditioning": "cross"})  # fmt: skip
     with pytest.raises(ConfigError, match=r"model\.options\.conditioning: 'cross'"):
