@@ -57,7 +57,11 @@ def test_stage_run_configs_carry_the_pipeline_defaults() -> None:
         False,
     )
     assert sft.model.config["num_layers"] == 3 and sft.model.vocab_size == 1024
-    assert sft.model.options == {"encoder": "use-multilingual-v3", "train_encoder": True}
+    assert sft.model.options == {
+        "encoder": "use-multilingual-v3",
+        "train_encoder": True,
+        "conditioning": "pieces+sentence",
+    }
     assert sft.run_dir == Path("/out/stages/sft")
     dpo = dpo_run_config(Path("/out"), cfg, DATA, SFT)
     assert (dpo.train.steps, dpo.optim.learning_rate, dpo.optim.warmup_steps) == (150, 1e-4, 15)
