@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from studio_align.catalog import default_catalog
+from studio_align.models.conditioned import CONDITIONINGS
 from studio_align.quickstart.config import QuickstartConfig, StageData
 from studio_align.router import eval as packaged
 from studio_align.router.evaluate import evaluate_router
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--conditioning",
         default=None,
-        choices=("pieces+sentence", "sentence", "pieces"),
+        choices=CONDITIONINGS,
         help="what the decoder reads of the encoder (`models.conditioned`)",
     )
     ap.add_argument("--reuse", action="store_true", help="score OUT's checkpoint, no training")

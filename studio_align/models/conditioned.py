@@ -38,7 +38,7 @@ Design choices:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +56,9 @@ from studio_align.models.encoders.use import (
 from studio_align.models.transformer import Cache, Transformer
 
 USE_START, USE_END = 1, 2  # `<s>` and `</s>` in the USE piece vocabulary
+# what each position of the text run adds to its decoder input (module docstring)
+Conditioning = Literal["pieces+sentence", "sentence", "pieces"]
+CONDITIONINGS: tuple[str, ...] = get_args(Conditioning)
 
 
 class ConditionedConfig(Strict):
@@ -67,8 +70,7 @@ class ConditionedConfig(Strict):
     encoder: Literal["use-multilingual-v3"] = "use-multilingual-v3"
     pieces: int = Field(default=128_000, ge=1)  # encoder pieces, ids S..S+pieces-1
     text_start_id: int = Field(default=1, ge=0)  # the decoder token that opens the text
-    # what each position of the text run adds to its decoder input (module docstring)
-    conditioning: Literal["pieces+sentence", "sentence", "pieces"] = "pieces+sentence"
+    conditioning: Conditioning = "pieces+sentence"
 
     @property
     def vocab_size(self) -> int:

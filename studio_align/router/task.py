@@ -28,6 +28,7 @@ from studio_align.catalog import ATTACHMENT_KINDS, Catalog
 from studio_align.errors import ConfigError, DataError
 from studio_align.models.bundle import load_model_bundle
 from studio_align.models.conditioned import (
+    CONDITIONINGS,
     ConditionedConfig,
     EncoderConditionedLM,
     frozen_encoder_filter,
@@ -185,15 +186,14 @@ class RouterTask:
         except (AttributeError, ValueError, TypeError) as e:
             raise ConfigError(f"model.config: {e}") from None
         conditioning = model.options.get("conditioning", "pieces+sentence")
-        try:
-            cfg = ConditionedConfig(
-                decoder=decoder, text_start_id=tok.bos_id, conditioning=conditioning
-            )
-        except ValueError:
+        if conditioning not in CONDITIONINGS:
             raise ConfigError(
                 f"model.options.conditioning: {conditioning!r} is not one of "
-                "'pieces+sentence', 'sentence', 'pieces'"
-            ) from None
+                + ", ".join(map(repr, CONDITIONINGS))
+            )
+        cfg = ConditionedConfig(
+            decoder=decoder, text_start_id=tok.bos_id, conditioning=conditioning
+        )
         policy = EncoderConditionedLM(cfg, rngs=nnx.Rngs(seed), encoder=load_use())
         wrt = nnx.Param if model.options.get("train_encoder") else frozen_encoder_filter()
         return StartingPoint(model=policy, reference=None, wrt=wrt, tokenizer=tok,
