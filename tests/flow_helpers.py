@@ -12,8 +12,12 @@ from click.testing import CliRunner
 from flax import nnx
 
 from studio_align.cli import main
+from studio_align.generation.flow_sampler import sample_ode, to_unit
 from studio_align.models.flow import FlowConfig, FlowDiT
 from studio_align.models.flow_unet import FlowUNet, UNetConfig
+from studio_align.rewards import Reward
+from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
+from studio_align.verticals.flow.checkpoint import clone
 
 TINY = FlowConfig(image_size=8, patch=4, width=32, depth=1, heads=2)
 # three resolutions (8, 4, 2) and attention at the coarsest: every part the shipped base has
@@ -74,11 +78,6 @@ def grpo_toward_brightness(base: Any) -> list[tuple[float, float]]:
     """Flow-GRPO toward brightness on a copy of `base` (12 steps, 2 of 4 conditions): the
     mean brightness of base and aligned samples on fresh noise (seeds never used in
     training), for the two trained conditions and for two never trained on."""
-    from studio_align.generation.flow_sampler import sample_ode, to_unit
-    from studio_align.rewards import Reward
-    from studio_align.verticals.flow.align import FlowGRPOConfig, flow_grpo
-    from studio_align.verticals.flow.checkpoint import clone
-
     model = clone(base)
     verts, tags = conds(4, seed=3)
     cfg = FlowGRPOConfig.model_validate(

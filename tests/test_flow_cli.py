@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
+from flow_helpers import tiny_model
 from PIL import Image
 
 from studio_align.cli import main
-from studio_align.verticals.flow.checkpoint import load_flow
+from studio_align.verticals.flow.checkpoint import load_flow, save_flow
 
 # minutes of CPU in subprocesses or training runs: opt-in (`pytest -m slow`), so the
 # default suite stays under 15 minutes on 2 cores
@@ -60,7 +63,6 @@ def test_eval_flow_names_a_base_of_another_size_in_one_line(tmp_path):
     from flax import nnx
 
     from studio_align.models.flow_unet import FlowUNet, UNetConfig
-    from studio_align.verticals.flow.checkpoint import save_flow
 
     for size in (8, 16):
         cfg = UNetConfig(image_size=size, width=8, levels=2)
@@ -74,12 +76,6 @@ def test_eval_flow_names_a_base_of_another_size_in_one_line(tmp_path):
 def test_eval_flow_reports_sample_quality_for_both_models(tmp_path):
     """The command end to end: creator-free figures, then the sample-quality section for the
     base and the aligned model at guidance 1 and 3, with its labelled sheets in the report."""
-    import json
-
-    from flow_helpers import tiny_model
-
-    from studio_align.verticals.flow.checkpoint import save_flow
-
     save_flow(tiny_model(0, arch="unet"), tmp_path / "base")
     save_flow(tiny_model(0, perturb=0.05, arch="unet"), tmp_path / "aligned")
     args = ["eval", "flow", "--checkpoint", str(tmp_path / "aligned"), "--base",
