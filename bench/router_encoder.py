@@ -2,12 +2,13 @@
 validation only (the generator's validation split and the packaged validation sets,
 `eval.VAL_SETS`).
 
-    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--film P] [--palette P] [--ema D] [--batch N] [--reuse]
+    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lora RANK [--lora-table]] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--film P] [--palette P] [--ema D] [--batch N] [--reuse]
 
 Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
 `--scratch`; the encoder fine-tuned as the quickstart's default does unless
-`--no-train-encoder`; `--encoder-lr-scale` multiplies its learning rate) and prints its exact-plan accuracy, by language, on each validation
+`--no-train-encoder`, or through low-rank adapters of rank RANK with `--encoder-lora`,
+on the piece table too with `--lora-table`; `--encoder-lr-scale` multiplies its learning rate) and prints its exact-plan accuracy, by language, on each validation
 set and pooled over the packaged ones, with the seconds SFT took. Settings are compared
 here, never on the evaluation sets. `--reuse` scores the checkpoint an earlier run left in
 OUT instead of training again (for a validation set added since).
@@ -45,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scratch", action="store_true", help="the from-scratch router")
     ap.add_argument("--train-encoder", action=argparse.BooleanOptionalAction, default=None,
                     help="fine-tune the encoder in SFT (default: the quickstart's)")  # fmt: skip
+    ap.add_argument("--encoder-lora", type=int, default=None, metavar="RANK",
+                    help="fine-tune the encoder through adapters of this rank")  # fmt: skip
+    ap.add_argument("--lora-table", action="store_true", help="adapters on the piece table too")
     for lever in LEVERS:
         ap.add_argument(f"--{lever}", type=float, default=None,
                         help=f"the generator's {lever}_prob")  # fmt: skip
@@ -78,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         settings["train_encoder"] = args.train_encoder
     if args.conditioning is not None:
         settings["conditioning"] = args.conditioning
+    if args.encoder_lora is not None:
+        settings["encoder_lora"] = {"rank": args.encoder_lora, "table": args.lora_table}
     q = QuickstartConfig.model_validate(settings)
     n_train = q.n_train or q.sft.steps * q.sft.batch_size
     levers = {lever: getattr(args, lever) for lever in LEVERS}
@@ -94,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = {"val": splits["val"], **{n: packaged.load(n) for n in packaged.VAL_SETS}}
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
+           "encoder_lora": q.encoder_lora and q.encoder_lora.model_dump(),
            **levers,
            "ema": args.ema, "batch": args.batch, "conditioning": q.conditioning,
            "sft_seconds": seconds}  # fmt: skip

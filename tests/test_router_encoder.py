@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -18,9 +19,11 @@ from studio_align.models.bundle import load_model_bundle
 from studio_align.models.conditioned import (
     ConditionedConfig,
     EncoderConditionedLM,
+    conditioned_wrt,
     frozen_encoder_filter,
 )
 from studio_align.models.config import ModelConfig
+from studio_align.models.encoders.adapters import EncoderLora
 from studio_align.models.encoders.protocol import encode_texts
 from studio_align.models.encoders.use import _processor, load_use, package_resources
 from studio_align.models.encoders.use_tokenizer import use_tokenizer
@@ -117,6 +120,52 @@ def test_each_conditioning_reads_only_its_part_and_decodes_alike(
     np.testing.assert_allclose(nxt[:, 0], full[:, len(prompt)], atol=1e-5)
     save_router(tmp_path / "r", model, tok, CAT, max_steps=3)  # the checkpoint keeps it
     assert load_model_bundle(tmp_path / "r").model.cfg.conditioning == conditioning
+
+
+def _count(state: nnx.State) -> int:
+    return sum(int(np.prod(v.shape)) for v in jax.tree.leaves(state))
+
+
+@pytest.mark.parametrize("table", [False, True])
+def test_encoder_adapters_start_as_identity_train_alone_and_round_trip(
+    tmp_path: Path, tok, model, table
+) -> None:
+    cfg = model.cfg.model_copy(update={"encoder_lora": EncoderLora(rank=4, table=table)})
+    adapted = EncoderConditionedLM(cfg, rngs=nnx.Rngs(0), encoder=load_use())
+    prompt = encode_prompt(tok, {"text": "a poster for the 夜市 tonight", "attachments": []})
+    toks = jnp.asarray([[*prompt, tok.eos_id]])
+    np.testing.assert_allclose(_full(adapted, toks), _full(model, toks), atol=1e-5)
+    # fine-tuning trains the adapters and the decoder, never the encoder's own weights
+    trained = nnx.state(adapted, conditioned_wrt(cfg, train_encoder=True))
+    enc = nnx.to_flat_state(trained["encoder"])
+    assert enc and all(str(path[-1]).startswith("lora_") for path, _ in enc)
+    assert any(str(path[-1]) == "lora_a_table" for path, _ in enc) == table
+    assert "decoder" in trained and "piece_proj" in trained
+    frozen = nnx.state(adapted, conditioned_wrt(cfg, train_encoder=False))
+    assert "encoder" not in frozen and _count(frozen) == _count(
+        nnx.state(model, frozen_encoder_filter())
+    )
+    layers = nnx.state(model, conditioned_wrt(model.cfg, train_encoder=True))
+    assert _count(nnx.state(layers["encoder"])) > 3_000_000  # the weights above the table
+    # moved adapters change the output, and a bundle rebuilds exactly the adapted model
+    for _, var in enc:
+        var.set_value(var.get_value() + 0.01)
+    nnx.update(adapted, trained)
+    moved = _full(adapted, toks)
+    assert not np.allclose(moved, _full(model, toks), atol=1e-3)
+    save_router(tmp_path / "r", adapted, tok, CAT, max_steps=3)
+    loaded = load_model_bundle(tmp_path / "r").model
+    assert loaded.cfg.encoder_lora == cfg.encoder_lora
+    np.testing.assert_allclose(_full(loaded, toks), moved, atol=1e-5)
+
+
+def test_a_bad_encoder_lora_is_one_config_line() -> None:
+    model = ModelSection(preset="router", options={"encoder": "use-multilingual-v3",
+                                                   "encoder_lora": {"rank": 0}})  # fmt: skip
+    with pytest.raises(
+        ConfigError, match=r"model\.options\.encoder_lora\.rank: Input should be greater"
+    ):
+        RouterTask(CAT)._on_encoder(model, "use-multilingual-v3", seed=0, max_steps=3)
 
 
 def test_an_unknown_conditioning_is_one_config_line() -> None:

@@ -30,8 +30,10 @@ decode step, and the two paths agree exactly.
 Design choices:
 - The encoder is a child module, so it is saved, loaded and (optionally) fine-tuned with
   the rest; its frozen piece table is not an `nnx.Param` (`models.encoders.use`).
-  `frozen_encoder_filter` is the `wrt` filter that trains the decoder and projections
-  only (the encoder's features are pretrained and 3.4 M parameters larger).
+  `conditioned_wrt` is the `wrt` filter of each way to train it: the decoder and
+  projections only (`frozen_encoder_filter`: the encoder's features are pretrained and
+  3.4 M parameters larger), every `nnx.Param` (the encoder's layers above its table too),
+  or with `cfg.encoder_lora` the encoder's low-rank adapters in place of its weights.
 - Only the USE encoder is wired (`encoder = "use-multilingual-v3"`); another encoder
   with `token_features` and `pool` plugs in the same way.
 """
@@ -51,6 +53,7 @@ from studio_align.models.encoders.use import (
     BRANCH_DIM,
     EMB_DIM,
     OUT_DIM,
+    EncoderLora,
     UniversalSentenceEncoder,
 )
 from studio_align.models.transformer import Cache, Transformer
@@ -71,6 +74,8 @@ class ConditionedConfig(Strict):
     pieces: int = Field(default=128_000, ge=1)  # encoder pieces, ids S..S+pieces-1
     text_start_id: int = Field(default=1, ge=0)  # the decoder token that opens the text
     conditioning: Conditioning = "pieces+sentence"
+    # low-rank adapters on the encoder (None: none); what fine-tuning trains in its place
+    encoder_lora: EncoderLora | None = None
 
     @property
     def vocab_size(self) -> int:
@@ -114,6 +119,8 @@ class EncoderConditionedLM(nnx.Module):
             nnx.Linear(OUT_DIM, d, kernel_init=init, rngs=rngs) if sentence else None
         )
         self.decoder = Transformer(cfg.decoder, rngs=rngs)
+        if cfg.encoder_lora is not None:  # last: the same seed gives the same decoder either way
+            self.encoder.attach_lora(cfg.encoder_lora, rngs=rngs)
 
     # -- reading the text ------------------------------------------------------------------
 
@@ -193,3 +200,13 @@ class EncoderConditionedLM(nnx.Module):
 def frozen_encoder_filter() -> Any:
     """Train every `nnx.Param` outside the encoder (the decoder and the projections)."""
     return nnx.All(nnx.Param, nnx.Not(nnx.PathContains("encoder")))
+
+
+def conditioned_wrt(cfg: ConditionedConfig, train_encoder: bool) -> Any:
+    """The `wrt` filter: the decoder and projections, and with `train_encoder` the encoder's
+    adapters (when `cfg.encoder_lora` attached them) or else its weights above the table."""
+    if not train_encoder:
+        return frozen_encoder_filter()
+    if cfg.encoder_lora is not None:
+        return nnx.Any(frozen_encoder_filter(), nnx.All(nnx.LoRAParam, nnx.PathContains("encoder")))
+    return nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))

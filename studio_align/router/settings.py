@@ -27,6 +27,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from studio_align.config import Strict
+from studio_align.models.encoders.adapters import EncoderLora
 from studio_align.training.dpo_config import DPOConfig
 from studio_align.training.grpo_config import GRPOConfig
 from studio_align.training.kto_config import KTOConfig
@@ -195,6 +196,10 @@ class RouterSettings(Strict):
     # refusals in the data: hand-written validation (272 requests, 2 seeds) 0.899 -> 0.928,
     # SFT 2.5x slower (docs/experiments/router-refusals-and-encoder-fine-tuning.md)
     train_encoder: bool = True
+    # with `train_encoder`, train low-rank adapters on the encoder instead of its weights
+    # (`models.encoders.use.EncoderLora`; `table = true` adapts the piece table too);
+    # None: the weights above the table themselves
+    encoder_lora: EncoderLora | None = None
     # what the decoder reads of the encoder at each position of the request's text
     # (`models.conditioned`): per-piece features and the sentence vector, one of them alone
     conditioning: Literal["pieces+sentence", "sentence", "pieces"] = "pieces+sentence"

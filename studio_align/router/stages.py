@@ -99,6 +99,8 @@ def _sft_model(cfg: RouterSettings, data: StageData, start: Path | None) -> Mode
             "train_encoder": cfg.train_encoder,
             "conditioning": cfg.conditioning,
         }
+        if cfg.encoder_lora is not None:
+            options["encoder_lora"] = cfg.encoder_lora.model_dump()
     return ModelSection(
         preset="router", config=dict(cfg.model), vocab_size=cfg.vocab_size, options=options
     )

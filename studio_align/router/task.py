@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from flax import nnx
+from pydantic import ValidationError
 
 from studio_align.catalog import ATTACHMENT_KINDS, Catalog
 from studio_align.errors import ConfigError, DataError
@@ -31,9 +32,10 @@ from studio_align.models.conditioned import (
     CONDITIONINGS,
     ConditionedConfig,
     EncoderConditionedLM,
-    frozen_encoder_filter,
+    conditioned_wrt,
 )
 from studio_align.models.config import ModelConfig
+from studio_align.models.encoders.adapters import EncoderLora
 from studio_align.models.encoders.use import load_use
 from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.models.hf import add_special_tokens
@@ -158,8 +160,8 @@ class RouterTask:
         policy = build_model(model, tokenizer.vocab_size, seed=seed, tokenizer=tokenizer)
         ref = load_model_bundle(model.reference or model.init_from).model if reference else None
         wrt = trainable_filter(policy, model)
-        if isinstance(policy, EncoderConditionedLM) and not model.options.get("train_encoder"):
-            wrt = frozen_encoder_filter()
+        if isinstance(policy, EncoderConditionedLM):
+            wrt = conditioned_wrt(policy.cfg, bool(model.options.get("train_encoder")))
         return StartingPoint(
             model=policy, reference=ref, wrt=wrt,
             tokenizer=tokenizer, state={"catalog": catalog, "max_steps": max_steps},
@@ -170,7 +172,8 @@ class RouterTask:
     ) -> StartingPoint:
         """A fresh decoder over the router's tokens that reads the text through a pretrained
         encoder (`models.conditioned`); `[model] options.train_encoder` fine-tunes the
-        encoder too (default: frozen, see docs/router.md for the measurement), and
+        encoder too (default: frozen, see docs/router.md for the measurement), through
+        low-rank adapters when `options.encoder_lora` asks for them (`EncoderLora`), and
         `options.conditioning` says what the decoder reads of it (`ConditionedConfig`)."""
         if encoder != "use-multilingual-v3":
             raise ConfigError(
@@ -191,11 +194,19 @@ class RouterTask:
                 f"model.options.conditioning: {conditioning!r} is not one of "
                 + ", ".join(map(repr, CONDITIONINGS))
             )
+        lora = model.options.get("encoder_lora")
+        try:
+            encoder_lora = None if lora is None else EncoderLora.model_validate(lora)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise ConfigError(f"model.options.encoder_lora.{where}: {err['msg']}") from None
         cfg = ConditionedConfig(
-            decoder=decoder, text_start_id=tok.bos_id, conditioning=conditioning
-        )
+            decoder=decoder, text_start_id=tok.bos_id, conditioning=conditioning,
+            encoder_lora=encoder_lora,
+        )  # fmt: skip
         policy = EncoderConditionedLM(cfg, rngs=nnx.Rngs(seed), encoder=load_use())
-        wrt = nnx.Param if model.options.get("train_encoder") else frozen_encoder_filter()
+        wrt = conditioned_wrt(cfg, bool(model.options.get("train_encoder")))
         return StartingPoint(model=policy, reference=None, wrt=wrt, tokenizer=tok,
                              state={"catalog": catalog, "max_steps": max_steps})  # fmt: skip
 
