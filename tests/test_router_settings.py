@@ -126,6 +126,21 @@ def test_each_stage_config_is_what_train_kind_config_takes() -> None:
     assert sft_more.model.init_from == SFT and sft_more.model.options == {"train_encoder": True}
 
 
+def test_encoder_choices_reach_sft_alone() -> None:
+    lora = _settings(QuickstartConfig, "encoder_lora={rank=4, table=true}")
+    sft = sft_run_config(Path("/out"), lora, DATA, None)
+    assert sft.model.options["encoder_lora"] == {"rank": 4, "alpha": 16.0, "table": True}
+    assert dpo_run_config(Path("/out"), lora, DATA, SFT).model.options == {}
+    # the from-scratch router: no encoder options, so the task trains a BPE tokenizer
+    scratch = sft_run_config(
+        Path("/out"), _settings(QuickstartConfig, "encoder='none'"), DATA, None
+    )
+    assert scratch.model.options == {} and scratch.model.preset == "router"
+    assert validate(SFTConfig, tomllib.loads(dump_toml(sft))) == sft
+    with pytest.raises(ConfigError, match=r"encoder_lora\.rank"):
+        _settings(QuickstartConfig, "encoder_lora={rank=0}")
+
+
 def test_what_the_data_lacks_changes_the_stage() -> None:
     cfg = QuickstartConfig()
     no_labels = StageData(train=[], val=[], compiled=Path("/c"))
