@@ -91,6 +91,15 @@
   caption), `title_card` (a video's title or closing words), `lyrics`, `dialogue` (a
   storyboard panel's line) and `speech_control` (a voiceover or announcement, whose quote
   is what is spoken). Validation only, never training.
+- `handwritten_val11`: 32 validation requests (17 English, 15 Chinese) written on
+  7 December 2026, before any model was run on them, each longer than the 96 text pieces
+  a router keeps (131-203 pieces; `router.format.MAX_TEXT_TOKENS`), in six styles the sets
+  above have none of: `email` (greeting, context, the ask in the middle, a sign-off),
+  `meeting_notes` (the action item among unrelated ones), `pasted_brief` (a request
+  form's fields), `backstory_end` (a long story, the ask last), `ask_first` (the ask,
+  then a long explanation) and `thread` (a pasted chat, the decision at the end). Many
+  also say what is *not* wanted. Every plan is one a demo intent has. Validation only,
+  never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -120,6 +129,7 @@ SETS = (
     "handwritten_val8",
     "handwritten_val9",
     "handwritten_val10",
+    "handwritten_val11",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -132,6 +142,7 @@ VAL_SETS = (
     "handwritten_val8",
     "handwritten_val9",
     "handwritten_val10",
+    "handwritten_val11",
 )
 # Sets in languages other than English and Chinese: not balanced between the two.
 OTHER_LANGUAGE_SETS = ("handwritten_val8",)

@@ -140,6 +140,11 @@ FILM_PROB = 0.1
 # Paired with `FIX_PROB` 0.3 (seeds 104-111) the grade rows held (+0.3), but the picture
 # rows gained 0.1 (docs/experiments/router-palette-with-colour-fix.md).
 PALETTE_PROB = 0.0
+# Fraction of training requests put inside a long message (`long_messages`: an email, notes
+# or a story around the ask, sometimes saying a medium the plan lacks is handled
+# elsewhere), from its own stream. Off until measured
+# (docs/experiments/router-long-messages.md).
+LONG_PROB = 0.0
 
 
 def lever(

@@ -45,6 +45,7 @@ from studio_align.simulate.router.levers import (
     FILM_PROB,
     FIX_PROB,
     FOREIGN_PROB,
+    LONG_PROB,
     PALETTE_PROB,
     PROMPT_PROB,
     REFUSAL_PROB,
@@ -58,6 +59,7 @@ from studio_align.simulate.router.levers import (
     swap_first,
     with_context,
 )
+from studio_align.simulate.router.long_messages import with_long_context
 from studio_align.simulate.router.noise import (
     drop_words,
     shuffle_clauses,
@@ -215,6 +217,7 @@ def generate_examples(
     text_prob: float | None = None,
     film_prob: float | None = None,
     palette_prob: float | None = None,
+    long_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -251,7 +254,9 @@ def generate_examples(
     (default `FILM_PROB` in training, 0 otherwise) adds to that fraction a phrase of
     cinema's words as a look for a step that makes something new (`film_words`), and
     `palette_prob` (default `PALETTE_PROB` in training, 0 otherwise) the colours wanted to
-    that fraction of the requests that make a picture from words (`palette`).
+    that fraction of the requests that make a picture from words (`palette`). `long_prob`
+    (default `LONG_PROB` in training, 0 otherwise) puts that fraction inside a long message
+    (`long_messages`), before the foreign and dialect levers replace theirs.
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -273,6 +278,7 @@ def generate_examples(
     text_prob, trng = lever(text_prob, TEXT_PROB, "text", seed, split)
     film_prob, fmrng = lever(film_prob, FILM_PROB, "film", seed, split)
     palette_prob, plrng = lever(palette_prob, PALETTE_PROB, "palette", seed, split)
+    long_prob, lgrng = lever(long_prob, LONG_PROB, "long", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -331,6 +337,8 @@ def generate_examples(
         text = _colloquial(text, lang, crng, probs[lang])
         if refusal_prob > 0 and rrng.random() < refusal_prob:
             text = add_refusal(text, intent.plan, intent.attachments, lang, rrng)
+        if long_prob > 0 and lgrng.random() < long_prob:
+            text = with_long_context(text, intent.plan, lang, lgrng)
         if foreign_prob > 0 and frng.random() < foreign_prob:
             text = render_foreign(intent, frng)
         if dialect_prob > 0 and drng.random() < dialect_prob:
@@ -407,6 +415,7 @@ class LeverProbs(TypedDict, total=False):
     text_prob: float | None
     film_prob: float | None
     palette_prob: float | None
+    long_prob: float | None
 
 
 def demo_splits(
