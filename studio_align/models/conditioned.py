@@ -49,11 +49,11 @@ from pydantic import ConfigDict, Field
 
 from studio_align.config import Strict
 from studio_align.models.config import LoraConfig, ModelConfig
+from studio_align.models.encoders.adapters import EncoderLora
 from studio_align.models.encoders.use import (
     BRANCH_DIM,
     EMB_DIM,
     OUT_DIM,
-    EncoderLora,
     UniversalSentenceEncoder,
 )
 from studio_align.models.transformer import Cache, Transformer

@@ -23,15 +23,14 @@ Design choices:
   reference's zero padding exactly.
 - The piece table (128,010 x 512, 65 MB as uint8) is a frozen `EmbeddingTable`
   variable, not an `nnx.Param`: optimisers built over `nnx.Param` train every layer
-  above the embedding, and a router checkpoint need not carry 65 MB it never changed.
+  above the embedding and never the table (a bundle still saves it, as every variable).
 - Every layer above the table is an `nnx.Param` named after the reference's arrays, so
   the weight map is the identity.
 - Fine-tuning by low-rank adapters (`attach_lora`, `EncoderLora`): an `nnx.LoRAParam`
   pair on each of the network's matrices (`MATRICES`), and optionally on the piece table
   (rows `A[ids] @ B` added to the gathered embeddings), so every weight of the encoder can
   move while the uint8 table stays as shipped. The forward pass adds the adapters'
-  product to each matrix; at these sizes (at most 1280 x 512) that costs less than a
-  separate low-rank branch per tap.
+  product to each matrix (one small matmul per matrix per call).
 - A missing, truncated or foreign weight file is a `ModelLoadError` that names it.
 """
 
