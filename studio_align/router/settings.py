@@ -146,6 +146,9 @@ class CalibrationSettings(Strict):
     # the confidence also hears the unfamiliarity score; measured effect: little gain on
     # validation, so off (docs/experiments/router-unfamiliarity-confidence-segmentation-noise.md)
     unfamiliarity_in_confidence: bool = False
+    # the packaged hand-written validation sets (`router.eval`) the calibration is fitted
+    # on, with the generator's first 80 validation requests
+    sets: tuple[str, ...] = ("handwritten_val",)
 
 
 # the flat keys these settings once had -> where each lives now

@@ -34,7 +34,8 @@ def calibrate_stage(
     min_rows: int = 40,
 ) -> None:
     """Fit temperature, unfamiliarity model and abstain thresholds on validation only (the
-    hand-written validation set + generator validation) and save them in the checkpoint.
+    hand-written validation sets `calibration.sets` + generator validation) and save them
+    in the checkpoint.
 
     With `reference` (the SFT router a preference stage started from), only the validation
     rows on which both routers give the same plan are used (`calibration.agreed_rows`; all rows when
@@ -46,7 +47,7 @@ def calibrate_stage(
     Plans never change."""
     router = Router.load(checkpoint)
     router.calibration = None
-    val = packaged.load("handwritten_val") + list(data.val[:80])
+    val = [r for name in cfg.calibration.sets for r in packaged.load(name)] + list(data.val[:80])
     if reference is not None:
         val = agreed_rows(
             router, Router.load(reference), val, batch_size=cfg.eval_batch_size, min_rows=min_rows

@@ -100,6 +100,11 @@
   then a long explanation) and `thread` (a pasted chat, the decision at the end). Many
   also say what is *not* wanted. Every plan is one a demo intent has. Validation only,
   never training.
+- `handwritten_val12`: 24 validation requests (12 English, 12 Chinese) in the six styles
+  of `handwritten_val11`, other requests (116-165 pieces), written on 7 December 2026
+  after the default router's misses on `handwritten_val11` were read and before any model
+  ran on them: the set that scores what is chosen on `handwritten_val11`. Validation only,
+  never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -130,6 +135,7 @@ SETS = (
     "handwritten_val9",
     "handwritten_val10",
     "handwritten_val11",
+    "handwritten_val12",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -143,6 +149,7 @@ VAL_SETS = (
     "handwritten_val9",
     "handwritten_val10",
     "handwritten_val11",
+    "handwritten_val12",
 )
 # Sets in languages other than English and Chinese: not balanced between the two.
 OTHER_LANGUAGE_SETS = ("handwritten_val8",)
