@@ -141,6 +141,14 @@ def test_encoder_choices_reach_sft_alone() -> None:
         _settings(QuickstartConfig, "encoder_lora={rank=0}")
 
 
+def test_calibration_sets_are_packaged_validation_sets() -> None:
+    cfg = _settings(QuickstartConfig, "calibration.sets=['handwritten_val', 'handwritten_val11']")
+    assert cfg.calibration.sets == ("handwritten_val", "handwritten_val11")
+    assert QuickstartConfig().calibration.sets == ("handwritten_val",)
+    with pytest.raises(ConfigError, match=r"calibration\.sets.*handwritten_v1"):
+        _settings(QuickstartConfig, "calibration.sets=['handwritten_v1']")  # an evaluation set
+
+
 def test_what_the_data_lacks_changes_the_stage() -> None:
     cfg = QuickstartConfig()
     no_labels = StageData(train=[], val=[], compiled=Path("/c"))
