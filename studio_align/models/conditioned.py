@@ -209,4 +209,4 @@ def conditioned_wrt(cfg: ConditionedConfig, train_encoder: bool) -> Any:
         return frozen_encoder_filter()
     if cfg.encoder_lora is not None:
         return nnx.Any(frozen_encoder_filter(), nnx.All(nnx.LoRAParam, nnx.PathContains("encoder")))
-    return nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))
+    return nnx.Param
