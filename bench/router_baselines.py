@@ -33,10 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from studio_align.catalog import ATTACHMENT_KINDS, default_catalog
 from studio_align.models.encoders.protocol import encode_texts
@@ -44,6 +41,7 @@ from studio_align.models.encoders.use import load_use
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.router import eval as packaged
 from studio_align.router.evaluate import evaluate_routes
+from studio_align.router.prior import fit_logistic
 from studio_align.simulate.router.requests import demo_splits
 
 CATALOG = default_catalog()
@@ -90,30 +88,7 @@ def nearest_neighbour(train_x, train_y, n_plans, x, mask, k: int = 10):
 
 
 def fit_logreg(x: np.ndarray, y: np.ndarray, n_plans: int, l2: float, steps: int = 200):
-    w = jnp.zeros((x.shape[1], n_plans))
-    b = jnp.zeros((n_plans,))
-    xs, ys = jnp.asarray(x), jnp.asarray(y)
-
-    def loss(params):
-        w, b = params
-        logits = xs @ w + b
-        nll = optax.softmax_cross_entropy_with_integer_labels(logits, ys).mean()
-        return nll + l2 * (w * w).sum()
-
-    opt = optax.lbfgs()
-    params = (w, b)
-    state = opt.init(params)
-    value_and_grad = optax.value_and_grad_from_state(loss)
-
-    @jax.jit
-    def step(params, state):
-        value, grad = value_and_grad(params, state=state)
-        updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=loss)
-        return optax.apply_updates(params, updates), state
-
-    for _ in range(steps):
-        params, state = step(params, state)
-    return params
+    return fit_logistic(x, y, n_plans, l2, steps)  # the plan prior's regression (router/prior.py)
 
 
 def logreg_predict(params, x, mask):

@@ -145,6 +145,11 @@ def truncate_ids(ids: list[int], limit: int) -> list[int]:
 _WORD = re.compile(r"\w{2,}")
 
 
+def text_pieces(tok: TokenizerLike, request: Any) -> int:
+    """How many text ids the request's whole text has, before `truncate_ids`."""
+    return len(_encode_text(tok, normalize_text(request_fields(request)[0])))
+
+
 def split_cuts(text: str, rng: np.random.Generator, prob: float) -> list[int]:
     """Segmentation-noise cut points: with probability `prob`, one uniform interior point of
     each word of two or more characters (a Latin word, a run of CJK characters)."""

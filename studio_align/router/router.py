@@ -77,6 +77,7 @@ from studio_align.router.format import (
 )
 from studio_align.router.grammar import PlanGrammar, compile_grammar
 from studio_align.router.memory import MEMORY_FILE, ExemplarMemory
+from studio_align.router.prior import PlanPrior, rerank
 from studio_align.router.warm import warm_router
 
 # -- scoring and decoding ----------------------------------------------------------------------
@@ -148,6 +149,7 @@ class Router:
         self._sentence_fn = jax.jit(self._sentence) if hasattr(model, "sentence") else None
         self.calibration: Calibration | None = None  # fitted on validation (calibration.py)
         self.memory: ExemplarMemory | None = None  # exemplars from feedback (memory.py)
+        self.prior: PlanPrior | None = None  # re-ranks long requests' plans (prior.py)
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -179,6 +181,7 @@ class Router:
         )
         router.calibration = Calibration.load(path)
         router.memory = ExemplarMemory.load(path, max_steps=router.max_steps)
+        router.prior = PlanPrior.load(path)
         want = router.memory_dim()
         if router.memory is not None and len(router.memory) and router.memory.dim != want:
             raise CheckpointError(
@@ -375,6 +378,7 @@ class Router:
         """(prompt ids, completion ids incl. eos, plan log-probs) of greedy constrained decoding."""
         prompts, inits = self.encode(requests)
         comps, logps = self._route_prompts(prompts, inits)
+        comps, logps, _ = rerank(self, requests, prompts, inits, comps, logps, None)
         return prompts, comps, logps
 
     def _route_prompts(
@@ -430,8 +434,20 @@ class Router:
 
     def analyse(self, requests: Sequence[Any]) -> tuple[list[list[int]], Analysis]:
         """Greedy constrained plans (completion ids) and their analysis (`analysis.py`):
-        from the decoding pass itself with the sampler, else by one scoring pass."""
-        return self._analyse(*self.encode(requests))
+        from the decoding pass itself with the sampler, else by one scoring pass; long
+        requests' plans re-ranked by the prior (`prior.py`)."""
+        _, comps, an = self._analyse_requests(requests)
+        return comps, an
+
+    def _analyse_requests(
+        self, requests: Sequence[Any]
+    ) -> tuple[list[list[int]], list[list[int]], Analysis]:
+        prompts, inits = self.encode(requests)
+        comps, an = self._analyse(prompts, inits)
+        logps = plan_logprob(an.step_logits, an.actions, 1.0)
+        comps, _, reranked = rerank(self, requests, prompts, inits, comps, logps, an)
+        assert reranked is not None
+        return prompts, comps, reranked
 
     def _analyse(
         self, prompts: list[list[int]], inits: list[int]
@@ -470,8 +486,7 @@ class Router:
         """The model's own decision for each request (before the memory) and the
         embeddings the memory compares, from one pass."""
         id_to_step = dict(zip(self.grammar.step_ids, self.catalog.names, strict=True))
-        prompts, inits = self.encode(chunk)
-        comps, an = self._analyse(prompts, inits)
+        prompts, comps, an = self._analyse_requests(chunk)
         raw = np.exp(plan_logprob(an.step_logits, an.actions, 1.0))
         cal = self.calibration
         unfam = cal.unfamiliarity(an.hidden) if cal is not None else np.zeros(len(chunk))
@@ -572,8 +587,11 @@ class Router:
         return len(keep)
 
     def save_state(self, directory: str | Path) -> None:
-        """Persist the memory and calibration beside the checkpoint (reloaded by `load`)."""
+        """Persist the memory, calibration and prior beside the checkpoint (reloaded by
+        `load`)."""
         if self.memory is not None:
             self.memory.save(directory)
         if self.calibration is not None:
             self.calibration.save(directory)
+        if self.prior is not None:
+            self.prior.save(directory)

@@ -1,7 +1,7 @@
-"""One router stage run end to end (train, mix with SFT, calibrate, evaluate), the summary
-line of each, the end of a pipeline run, and the router's report. Shared by the quickstart
-and `train router --logs`; a failing stage is recorded, never raised, so the others still
-report."""
+"""One router stage run end to end (train, mix with SFT, fit or carry the plan prior,
+calibrate, evaluate), the summary line of each, the end of a pipeline run, and the
+router's report. Shared by the quickstart and `train router --logs`; a failing stage is
+recorded, never raised, so the others still report."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from studio_align.catalog import Catalog
 from studio_align.router import eval as packaged
 from studio_align.router.calibration import agreed_rows, fit_calibration
 from studio_align.router.evaluate import errors, evaluate_router_sets
+from studio_align.router.prior import PlanPrior, fit_prior
 from studio_align.router.report import write_report
 from studio_align.router.router import Router
 from studio_align.router.settings import PipelineResult, RouterSettings, StageData, StageResult
@@ -60,6 +61,26 @@ def calibrate_stage(
         unfamiliarity_in_confidence=cfg.calibration.unfamiliarity_in_confidence,
     )
     cal.save(checkpoint)
+
+
+def prior_stage(
+    checkpoint: Path, cfg: RouterSettings, data: StageData, catalog: Catalog, sft: Path | None
+) -> None:
+    """Give a stage's checkpoint the plan prior (`router.prior`): fitted after SFT on its
+    training split, the L2 weight chosen on the generator's validation rows and the packaged
+    validation sets; copied from the SFT checkpoint after a later stage, since the prior
+    reads only the frozen encoder and the labels. `prior.strength = 0`: no prior."""
+    if cfg.prior.strength <= 0:
+        return
+    if sft is not None:
+        prior = PlanPrior.load(sft)
+        if prior is not None:
+            prior.save(checkpoint)
+        return
+    val = list(data.val) + [r for name in packaged.VAL_SETS for r in packaged.load(name)]
+    fit_prior(data.train, val, catalog, strength=cfg.prior.strength, top_k=cfg.prior.top_k).save(
+        checkpoint
+    )
 
 
 def evaluate_stage(
@@ -112,6 +133,7 @@ def run_stage(
     t = time.perf_counter()
     try:
         with heartbeat(name, "calibrating and evaluating"):  # a line at least every 20 s
+            prior_stage(ckpt, cfg, data, catalog, sft if name != "sft" else None)
             calibrate_stage(ckpt, cfg, data, sft if name != "sft" else None)
             res.figures = evaluate_stage(ckpt, data.eval_sets, cfg.eval_batch_size)
     except Exception as e:  # the checkpoint stays; say why there are no figures

@@ -13,6 +13,11 @@ Design choices:
 - The full-pass fallback (`decode="full"`) scores decoded plans by a separate forward
   pass over prompt + plan; it is compiled for every plan length (0 .. max_steps + 1), since
   prompt + plan may cross into the next power-of-two bucket.
+- A router with a plan prior (`prior.py`) does more for a request longer than its window:
+  the frozen encoder reads the whole text (100-256 pieces: length buckets 128 and 256) and
+  one scoring pass per candidate rank runs over the long requests of a batch (a full
+  128-token prompt bucket). Both are compiled for every power-of-two count of long
+  requests a batch can hold.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from typing import Any
 from studio_align.catalog import ATTACHMENT_KINDS
 from studio_align.generation.sampler import bucket_prompt
 from studio_align.router.analysis import analyse, bucket_pow2
-from studio_align.router.format import BOS, MAX_TEXT_TOKENS, PAD, PLAN
+from studio_align.router.format import BOS, EOS, MAX_TEXT_TOKENS, PAD, PLAN
+from studio_align.router.prior import prior_features
 
 
 def prompt_buckets(router: Any) -> list[int]:
@@ -70,4 +76,21 @@ def warm_router(router: Any, batch_sizes: Sequence[int]) -> float:
             warm_scoring(router, [prompt] * b, [init] * b)
             if router.memory_key == "sentence":
                 router.memory_keys([prompt] * b)
+    warm_prior(router, batch_sizes)
     return time.perf_counter() - t0
+
+
+def warm_prior(router: Any, batch_sizes: Sequence[int]) -> None:
+    """Compile what a long request adds when the router has a plan prior (module docstring)."""
+    if router.prior is None or not batch_sizes:
+        return
+    bos, plan, pad, eos = (router.tokenizer.token_to_id(t) for t in (BOS, PLAN, PAD, EOS))
+    prompt = [bos, *([pad] * MAX_TEXT_TOKENS), plan]
+    init = router.grammar.init_state([])
+    step = int(router.grammar.step_ids[0])
+    m, most = 1, bucket_pow2(max(batch_sizes), 1)
+    while m <= most:
+        for words in (110, 230):  # the frozen encoder's 128- and 256-piece buckets
+            prior_features([{"text": " ".join(["cat"] * words)}] * m)
+        analyse(router, [prompt] * m, [[step, eos]] * m, [init] * m)
+        m *= 2
