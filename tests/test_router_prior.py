@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from flax import nnx
 
 from studio_align.catalog import default_catalog
+from studio_align.cli import main
 from studio_align.errors import CheckpointError
 from studio_align.models.conditioned import ConditionedConfig, EncoderConditionedLM
 from studio_align.models.config import ModelConfig
@@ -17,6 +19,8 @@ from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.router import analysis
 from studio_align.router.calibration import plan_logprob
 from studio_align.router.checkpoint import save_router
+from studio_align.router.data import write_jsonl
+from studio_align.router.ensemble import save_ensemble
 from studio_align.router.format import BOS, EOS, MAX_TEXT_TOKENS, PAD, UNK, special_tokens
 from studio_align.router.prior import PRIOR_FILE, PlanPrior, fit_prior, is_long
 from studio_align.router.router import Router
@@ -164,3 +168,30 @@ def test_a_checkpoint_with_a_prior_routes_with_it(tmp_path, router, prior) -> No
     prior.save(tmp_path / "r")
     loaded = Router.load(tmp_path / "r")
     assert loaded.prior is not None and loaded.prior.plans == prior.plans
+
+
+def _fit_prior_cli(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(main, ["model", "fit-prior", *args])
+    return res.exit_code, res.output
+
+
+def test_fit_prior_gives_a_saved_router_its_prior_and_bad_input_is_one_line(
+    tmp_path, router, splits
+) -> None:
+    ckpt = tmp_path / "r"
+    save_router(ckpt, router.model, router.tokenizer, CAT, max_steps=3)
+    train = write_jsonl(tmp_path / "train.jsonl", splits["train"])
+    code, out = _fit_prior_cli(str(ckpt), "--train", str(train), "--top-k", "2")
+    assert code == 0, out
+    assert "plan prior over" in out and out.count("\n") == 1
+    loaded = Router.load(ckpt)
+    assert loaded.prior is not None and loaded.prior.top_k == 2
+    assert loaded.prior.plans == tuple(sorted({tuple(r["plan"]) for r in splits["train"]}))
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"request": SHORT, "plan": ["no.such_step"]}])
+    code, out = _fit_prior_cli(str(ckpt), "--train", str(bad))
+    assert code != 0 and "no.such_step" in out and "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1
+    ens = tmp_path / "ens"
+    save_ensemble([ckpt], ens)
+    code, out = _fit_prior_cli(str(ens), "--train", str(train))
+    assert code != 0 and "ensemble" in out and len(out.strip().splitlines()) == 1

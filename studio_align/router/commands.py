@@ -1,5 +1,5 @@
 """The router's commands: `train router --logs`, `eval router`, `model ensemble-router`,
-`model calibrate-router`.
+`model calibrate-router`, `model fit-prior`.
 
 Added to the core groups by the router's plugin (`router/plugin.py`), imported only when
 one of them runs. `train router` is a thin call into `from_logs.train_router_from_logs`;
@@ -19,8 +19,9 @@ from studio_align.commands import deferred
 from studio_align.config import apply_overrides, read_toml, validate
 from studio_align.errors import CheckpointError
 from studio_align.jsonsafe import json_safe
-from studio_align.router.settings import FromLogsConfig
+from studio_align.router.settings import FromLogsConfig, PriorSettings
 
+fit_checkpoint_prior = deferred("studio_align.router.checkpoint_prior:fit_checkpoint_prior")
 calibrate_checkpoint = deferred("studio_align.router.checkpoint_calibrate:calibrate_checkpoint")
 evaluate_checkpoint = deferred("studio_align.router.checkpoint_eval:evaluate_checkpoint")
 check_members = deferred("studio_align.router.ensemble:check_members")
@@ -147,6 +148,42 @@ def calibrate_router(
         f"{res['confidence_threshold']:.3f} or above unfamiliarity {ood} "
         f"(target {res['target_accuracy']:.2f} on {res['validation']} validation requests, "
         f"accuracy {res['validation_accuracy']:.3f})"
+    )
+
+
+_PRIOR = PriorSettings()
+
+
+@click.command("fit-prior")
+@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--train", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Labelled training requests (JSONL: request, plan), the router's own at best.")  # fmt: skip
+@click.option("--val", "validation", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Labelled validation requests: choose the L2 weight on them.")  # fmt: skip
+@click.option("--strength", type=click.FloatRange(min=0.0, min_open=True), default=_PRIOR.strength, show_default=True,
+              help="Weight of the prior's log-probability against the router's.")  # fmt: skip
+@click.option("--top-k", type=click.IntRange(min=1), default=_PRIOR.top_k, show_default=True,
+              help="How many of the prior's plans are candidates.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def fit_prior_command(
+    checkpoint: Path,
+    train: Path,
+    validation: Path | None,
+    strength: float,
+    top_k: int,
+    as_json: bool,
+) -> None:
+    """Fit CHECKPOINT's plan prior, which re-ranks the plans of requests longer than the
+    router reads (docs/router.md), and save it beside the weights."""
+    res = fit_checkpoint_prior(
+        checkpoint, train, validation=validation, strength=strength, top_k=top_k
+    )
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+        return
+    click.echo(
+        f"{checkpoint}: plan prior over {res['plans']} plans from {res['train']} requests "
+        f"(strength {strength:g}, top {top_k})"
     )
 
 

@@ -62,3 +62,7 @@ def studio_align_register_commands(cli: Any) -> None:
         "model calibrate-router", f"{_COMMANDS}:calibrate_router",
         "Fit a router's confidence and abstain thresholds on validation.",
     )  # fmt: skip
+    cli.lazy(
+        "model fit-prior", f"{_COMMANDS}:fit_prior_command",
+        "Fit a router's plan prior for requests longer than it reads.",
+    )  # fmt: skip

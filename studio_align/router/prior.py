@@ -23,7 +23,9 @@ Confidence, calibration, abstention and the memory then read the router's own an
 the plan that won (`analysis.analyse`), so a plan the router doubts stays doubtful.
 
 A checkpoint carries its prior as `plan_prior.npz` (the plans, weights, `strength`,
-`top_k`); `Router.load` reads it, and a router without one routes as before.
+`top_k`); `Router.load` reads it, and a router without one routes as before. The router
+pipelines fit it after SFT (`stage_run.prior_stage`); `model fit-prior` fits it for a
+router trained any other way.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def frozen_encoder() -> UniversalSentenceEncoder:
 def prior_features(requests: Sequence[Any], *, batch_size: int = 64) -> np.ndarray:
     """`[N, 512 + 3]`: the frozen encoder's vector of each request's whole text (up to 256
     pieces) and one flag per attachment kind."""
+    if not requests:
+        return np.zeros((0, prior_dim()), np.float32)
     texts, atts = zip(*(request_fields(r) for r in requests), strict=True)
     distinct = sorted(set(texts))  # generated training splits repeat requests
     vecs = encode_texts(frozen_encoder(), distinct, batch_size=batch_size)
@@ -178,19 +182,21 @@ def fit_prior(
     index = {p: i for i, p in enumerate(plans)}
     x = prior_features([r["request"] for r in train])
     y = np.array([index[tuple(r["plan"])] for r in train])
+    if not val:
+        w, b = fit_logistic(x, y, len(plans), L2_GRID[len(L2_GRID) // 2])
+        return PlanPrior(plans, w, b, strength, top_k)
     vx = prior_features([r["request"] for r in val])
     gold = np.array([index.get(tuple(r["plan"]), -1) for r in val])
     vatts = [request_fields(r["request"])[1] for r in val]
-    best: PlanPrior | None = None
-    best_acc = -1.0
-    for l2 in L2_GRID if len(val) else L2_GRID[len(L2_GRID) // 2 :][:1]:
+    best: tuple[float, PlanPrior] | None = None
+    for l2 in L2_GRID:
         w, b = fit_logistic(x, y, len(plans), l2)
         prior = PlanPrior(plans, w, b, strength, top_k)
         acc = float(np.mean(prior.log_probs_of(vx, vatts, catalog).argmax(axis=1) == gold))
-        if acc > best_acc:
-            best, best_acc = prior, acc
+        if best is None or acc > best[0]:
+            best = (acc, prior)
     assert best is not None
-    return best
+    return best[1]
 
 
 def is_long(tok: Any, request: Any, prompt: Sequence[int]) -> bool:
@@ -218,7 +224,7 @@ def rerank(
     prior: PlanPrior | None = router.prior
     long = [i for i, (r, p) in enumerate(zip(requests, prompts, strict=True))
             if prior is not None and is_long(router.tokenizer, r, p)]  # fmt: skip
-    if prior is None or not long:
+    if prior is None or prior.strength <= 0 or not long:
         return plans, logps, an
     lp = prior.log_probs([requests[i] for i in long], router.catalog)
     plan_ids = [encode_plan(router.tokenizer, list(p)) for p in prior.plans]
