@@ -16,7 +16,9 @@ How a long request is routed:
 - the router decodes its greedy plan, as for any request;
 - the candidates are that plan and the prior's `top_k` plans valid for the request's
   attachments; each is scored `log p_router(plan) + strength * log p_prior(plan)`, the
-  router's constrained, renormalised log-probability from one scoring pass per rank;
+  router's constrained, renormalised log-probability from one scoring pass over every
+  candidate of the batch (a candidate that cannot win even with all of the probability
+  the greedy plan leaves, `1 - p_router(greedy)`, is not scored);
 - the highest score wins. A greedy plan the prior has never seen (not one of its plans)
   is kept: the prior has no vote on it.
 Confidence, calibration, abstention and the memory then read the router's own analysis of
@@ -234,29 +236,28 @@ def rerank(
         g = index.get(tuple(plans[i]))
         if g is not None:  # a plan the prior never saw keeps -inf: no vote, no change
             best[r] = logps[i] + prior.strength * lp[r, g]
-    order = np.argsort(-lp, axis=1)
-    rows = np.arange(len(long))
-    sub_prompts, sub_inits = [prompts[i] for i in long], [inits[i] for i in long]
-    won: dict[int, tuple[int, Analysis, float]] = {}
-    for rank in range(min(prior.top_k, lp.shape[1])):
-        cand = order[:, rank]
-        need = [np.isfinite(best[r]) and np.isfinite(lp[r, cand[r]])
-                and plan_ids[cand[r]] != plans[i] for r, i in enumerate(long)]  # fmt: skip
-        if not any(need):
-            continue
-        trial = [plan_ids[cand[r]] if need[r] else plans[i] for r, i in enumerate(long)]
-        a = analyse(router, sub_prompts, trial, sub_inits)
-        own = plan_logprob(a.step_logits, a.actions)
-        score = own + prior.strength * lp[rows, cand]
-        for q in map(int, np.flatnonzero(need)):
-            if score[q] > best[q]:
-                best[q] = score[q]
-                won[q] = (int(cand[q]), a, float(own[q]))
+    # a candidate other than the greedy plan has at most 1 - p(greedy) of the router's
+    # probability, so one whose bound cannot beat the greedy plan's score is not scored
+    with np.errstate(divide="ignore"):
+        room = np.log1p(-np.exp(np.minimum(logps[long], 0.0)))
+    pairs = [(r, int(j)) for r in range(len(long)) for j in np.argsort(-lp[r])[: prior.top_k]
+             if np.isfinite(best[r]) and np.isfinite(lp[r, j]) and plan_ids[j] != plans[long[r]]
+             and room[r] + prior.strength * lp[r, j] > best[r]]  # fmt: skip
+    if not pairs:
+        return plans, logps, an
+    a = analyse(router, [prompts[long[r]] for r, _ in pairs], [plan_ids[j] for _, j in pairs],
+                [inits[long[r]] for r, _ in pairs])  # fmt: skip
+    own = plan_logprob(a.step_logits, a.actions)
+    won: dict[int, tuple[int, int]] = {}  # row of `long` -> (plan, row of `a`)
+    for q, (r, j) in enumerate(pairs):
+        score = own[q] + prior.strength * lp[r, j]
+        if score > best[r]:
+            best[r], won[r] = score, (j, q)
     if won and an is not None:  # the `<plan>` state is the prompt's: only the steps change
         an = Analysis(np.array(an.step_logits), np.array(an.actions), an.hidden, an.sentence)
-    for r, (j, a, own_lp) in won.items():
+    for r, (j, q) in won.items():
         i = long[r]
-        plans[i], logps[i] = list(plan_ids[j]), own_lp
+        plans[i], logps[i] = list(plan_ids[j]), float(own[q])
         if an is not None:
-            an.step_logits[i], an.actions[i] = a.step_logits[r], a.actions[r]
+            an.step_logits[i], an.actions[i] = a.step_logits[q], a.actions[q]
     return plans, logps, an

@@ -15,9 +15,8 @@ Design choices:
   prompt + plan may cross into the next power-of-two bucket.
 - A router with a plan prior (`prior.py`) does more for a request longer than its window:
   the frozen encoder reads the whole text (100-256 pieces: length buckets 128 and 256) and
-  one scoring pass per candidate rank runs over the long requests of a batch (a full
-  128-token prompt bucket). Both are compiled for every power-of-two count of long
-  requests a batch can hold.
+  one scoring pass runs over the candidates of the batch's long requests (a full 128-token
+  prompt bucket). Both are compiled for every power-of-two count a batch can reach.
 """
 
 from __future__ import annotations
@@ -88,9 +87,11 @@ def warm_prior(router: Any, batch_sizes: Sequence[int]) -> None:
     prompt = [bos, *([pad] * MAX_TEXT_TOKENS), plan]
     init = router.grammar.init_state([])
     step = int(router.grammar.step_ids[0])
-    m, most = 1, bucket_pow2(max(batch_sizes), 1)
-    while m <= most:
-        for words in (110, 230):  # the frozen encoder's 128- and 256-piece buckets
-            prior_features([{"text": " ".join(["cat"] * words)}] * m)
+    most = bucket_pow2(max(batch_sizes), 1)
+    m = 1
+    while m <= most * bucket_pow2(router.prior.top_k, 1):  # candidates of every long request
+        if m <= most:
+            for words in (110, 230):  # the frozen encoder's 128- and 256-piece buckets
+                prior_features([{"text": " ".join(["cat"] * words)}] * m)
         analyse(router, [prompt] * m, [[step, eos]] * m, [init] * m)
         m *= 2

@@ -11,7 +11,8 @@ seen length bucket never recompiles.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from functools import partial
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import numpy as np
@@ -61,9 +62,9 @@ def bucket(n: int, minimum: int = 16) -> int:
     return b
 
 
-@nnx.jit
-def _forward(encoder: nnx.Module, ids: jax.Array, mask: jax.Array) -> jax.Array:
-    return encoder(ids, mask)  # type: ignore[operator]
+@partial(jax.jit, static_argnums=0)
+def _forward(graphdef: Any, state: Any, ids: jax.Array, mask: jax.Array) -> jax.Array:
+    return nnx.merge(graphdef, state)(ids, mask)  # type: ignore[operator]
 
 
 def encode_texts(encoder: TextEncoder, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
@@ -76,6 +77,9 @@ def encode_texts(encoder: TextEncoder, texts: Sequence[str], *, batch_size: int 
     if not len(texts):
         return out
     order = np.argsort(encoder.tokenize(texts).mask.sum(axis=1), kind="stable")
+    # split once, jit over the state: `nnx.jit` on the module cost 23 ms a call (one text
+    # of 256 pieces: 29 ms against 6)
+    graphdef, state = nnx.split(encoder)
     for start in range(0, len(texts), batch_size):
         rows_at = order[start : start + batch_size]
         chunk = [texts[i] for i in rows_at]
@@ -83,6 +87,6 @@ def encode_texts(encoder: TextEncoder, texts: Sequence[str], *, batch_size: int 
         length = bucket(tok.ids.shape[1])
         rows = min(batch_size, bucket(len(chunk), 1))  # the batch dimension is bucketed too
         tok = encoder.tokenize(chunk + [""] * (rows - len(chunk)), length=length)
-        vec = _forward(encoder, tok.ids, tok.mask)  # type: ignore[arg-type]
+        vec = _forward(graphdef, state, tok.ids, tok.mask)
         out[rows_at] = np.asarray(vec)[: len(chunk)]
     return out
