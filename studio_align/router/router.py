@@ -22,9 +22,15 @@ each plan's step logits and `<plan>` state, so calibration adds no second model 
 the exemplar memory's key (`memory_keys`) is the pretrained encoder's sentence vector,
 one encoder pass without the decoder (the `<plan>` state for a model without an encoder).
 
+A request longer than the router's text window is the one exception to plain greedy
+decoding: with a plan prior in the checkpoint (`prior.py`, `plan_prior.npz`), the greedy
+plan and the prior's best plans are re-scored together and the best is returned, with the
+router's own analysis of it (`route_ids`, `analyse` and `decide` alike).
+
 A router checkpoint is a model bundle directory (`studio_align.models.bundle`:
 model config, weights, `tokenizer.json`) plus `router.json` with the catalog and the
 grammar's `max_steps`; `Router.load(path)` reads both, `checkpoint.save_router` writes both.
+Beside them a checkpoint may hold its calibration, memory and plan prior.
 
 What the router returns to a platform (`decide`): a plan, a calibrated confidence, and
 whether to abstain. Calibration (temperature, unfamiliarity, abstention:
