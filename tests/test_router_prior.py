@@ -195,3 +195,21 @@ def test_fit_prior_gives_a_saved_router_its_prior_and_bad_input_is_one_line(
     save_ensemble([ckpt], ens)
     code, out = _fit_prior_cli(str(ens), "--train", str(train))
     assert code != 0 and "ensemble" in out and len(out.strip().splitlines()) == 1
+
+
+def test_the_full_pass_fallback_reranks_as_the_sampler_does(router) -> None:
+    router.prior = None
+    before, _ = router.route_raw([LONG, SHORT])
+    target = next(p for p in [("wan.image_to_video",), ("ecommerce.product_shot",)]
+                  if list(p) != before[0])  # fmt: skip
+    full = Router(router.model, router.tokenizer, CAT, max_steps=3, decode="full")
+    assert full.decode_used == "full"
+    for r in (router, full):
+        r.prior = _favouring(r, target, (target, tuple(before[0]), tuple(before[1])))
+    try:
+        plans, conf = full.route_raw([LONG, SHORT])
+        assert plans == [list(target), before[1]]
+        assert np.allclose(conf, router.route_raw([LONG, SHORT])[1], atol=1e-4)
+        assert [d["plan"] for d in full.decide([LONG, SHORT])] == plans
+    finally:
+        router.prior = None
