@@ -204,7 +204,9 @@ def fit_prior(
 def is_long(tok: Any, request: Any, prompt: Sequence[int]) -> bool:
     """Whether the request's text is longer than the router's window (the prompt's text
     part is checked first, so short requests are not tokenized twice)."""
-    shown = len(prompt) - 2 - len(request_fields(request)[1])  # <bos> ... markers <plan>
+    atts = request_fields(request)[1]
+    markers = sum(k in atts for k in ATTACHMENT_KINDS)  # one per kind, as `encode_prompt`
+    shown = len(prompt) - 2 - markers  # <bos> text markers <plan>
     return shown >= MAX_TEXT_TOKENS and text_pieces(tok, request) > MAX_TEXT_TOKENS
 
 
