@@ -14,6 +14,7 @@ from studio_align.cli import main
 from studio_align.errors import CheckpointError
 from studio_align.models.conditioned import ConditionedConfig, EncoderConditionedLM
 from studio_align.models.config import ModelConfig
+from studio_align.models.encoders import protocol
 from studio_align.models.encoders.use import load_use
 from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.router import analysis
@@ -138,10 +139,12 @@ def test_warm_up_compiles_what_long_requests_add(router, prior) -> None:
     router.prior = prior
     try:
         warm_prior(router, (4,))
-        traced = analysis._trace_count
-        router.route_raw([LONG] * 3 + [SHORT])
+        traced, encoder_programs = analysis._trace_count, protocol._forward._cache_size()
+        three = [{**LONG, "text": f"{w} " + LONG["text"]} for w in ("One", "Two", "Three")]
+        router.route_raw([*three, SHORT])
         router.decide([LONG])
         assert analysis._trace_count == traced
+        assert protocol._forward._cache_size() == encoder_programs
     finally:
         router.prior = None
 

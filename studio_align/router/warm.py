@@ -92,6 +92,7 @@ def warm_prior(router: Any, batch_sizes: Sequence[int]) -> None:
     while m <= most * bucket_pow2(router.prior.top_k, 1):  # candidates of every long request
         if m <= most:
             for words in (110, 230):  # the frozen encoder's 128- and 256-piece buckets
-                prior_features([{"text": " ".join(["cat"] * words)}] * m)
+                # distinct texts: the prior encodes each distinct text once
+                prior_features([{"text": f"{i} " + " cat" * words} for i in range(m)])
         analyse(router, [prompt] * m, [[step, eos]] * m, [init] * m)
         m *= 2
