@@ -94,6 +94,9 @@ def test_only_requests_longer_than_the_window_are_long(router) -> None:
     assert is_long(router.tokenizer, LONG, p_long)
     assert not is_long(router.tokenizer, SHORT, p_short)
     assert len(p_long) == MAX_TEXT_TOKENS + 3  # <bos>, 96 pieces, the image marker, <plan>
+    twice = {**LONG, "attachments": ["image", "image"]}  # still one marker in the prompt
+    (p_twice,), _ = router.encode([twice])
+    assert p_twice == p_long and is_long(router.tokenizer, twice, p_twice)
 
 
 def _favouring(router: Router, plan: tuple[str, ...], plans: tuple[tuple[str, ...], ...]):
