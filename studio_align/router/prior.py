@@ -216,20 +216,23 @@ def rerank(
     prompts: Sequence[Sequence[int]],
     inits: Sequence[int],
     comps: Sequence[Sequence[int]],
-    logps: np.ndarray,
+    logps: np.ndarray | None,
     an: Analysis | None,
-) -> tuple[list[list[int]], np.ndarray, Analysis | None]:
+) -> tuple[list[list[int]], np.ndarray | None, Analysis | None]:
     """The router's plans (completion ids), their log-probabilities and analysis, with the
     plans of requests longer than its window re-ranked by `router.prior` (module
-    docstring). Nothing changes for a router without a prior or a batch without a long
-    request."""
+    docstring). `logps` None: read from `an` where a long request needs them. Nothing
+    changes for a router without a prior or a batch without a long request."""
     plans = [list(c) for c in comps]
-    logps = np.array(logps, np.float64)
     prior: PlanPrior | None = router.prior
     long = [i for i, (r, p) in enumerate(zip(requests, prompts, strict=True))
             if prior is not None and is_long(router.tokenizer, r, p)]  # fmt: skip
     if prior is None or prior.strength <= 0 or not long:
         return plans, logps, an
+    if logps is None:
+        assert an is not None
+        logps = plan_logprob(an.step_logits, an.actions)
+    logps = np.array(logps, np.float64)
     lp = prior.log_probs([requests[i] for i in long], router.catalog)
     plan_ids = [encode_plan(router.tokenizer, list(p)) for p in prior.plans]
     index = {tuple(c): j for j, c in enumerate(plan_ids)}

@@ -384,8 +384,9 @@ class Router:
         """(prompt ids, completion ids incl. eos, plan log-probs) of greedy constrained decoding."""
         prompts, inits = self.encode(requests)
         comps, logps = self._route_prompts(prompts, inits)
-        comps, logps, _ = rerank(self, requests, prompts, inits, comps, logps, None)
-        return prompts, comps, logps
+        comps, reranked, _ = rerank(self, requests, prompts, inits, comps, logps, None)
+        assert reranked is not None
+        return prompts, comps, reranked
 
     def _route_prompts(
         self, prompts: list[list[int]], inits: list[int]
@@ -450,8 +451,7 @@ class Router:
     ) -> tuple[list[list[int]], list[list[int]], Analysis]:
         prompts, inits = self.encode(requests)
         comps, an = self._analyse(prompts, inits)
-        logps = plan_logprob(an.step_logits, an.actions, 1.0)
-        comps, _, reranked = rerank(self, requests, prompts, inits, comps, logps, an)
+        comps, _, reranked = rerank(self, requests, prompts, inits, comps, None, an)
         assert reranked is not None
         return prompts, comps, reranked
 
