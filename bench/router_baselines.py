@@ -35,13 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from studio_align.catalog import ATTACHMENT_KINDS, default_catalog
-from studio_align.models.encoders.protocol import encode_texts
-from studio_align.models.encoders.use import load_use
+from studio_align.catalog import default_catalog
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.router import eval as packaged
 from studio_align.router.evaluate import evaluate_routes
-from studio_align.router.prior import fit_logistic
+from studio_align.router.prior import fit_logistic, prior_features
 from studio_align.simulate.router.requests import demo_splits
 
 CATALOG = default_catalog()
@@ -49,24 +47,9 @@ EVAL = ("heldout", *packaged.EVAL_SETS)
 L2_GRID = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
 
 
-class Features:
-    """USE vectors of request texts (each distinct text encoded once) + attachment flags."""
-
-    def __init__(self) -> None:
-        self.encoder = load_use()
-        self.cache: dict[str, np.ndarray] = {}
-
-    def __call__(self, rows: Sequence[dict[str, Any]]) -> np.ndarray:
-        texts = [r["request"]["text"] for r in rows]
-        new = sorted({t for t in texts if t not in self.cache})
-        if new:
-            for t, v in zip(new, encode_texts(self.encoder, new, batch_size=128), strict=True):
-                self.cache[t] = v
-        att = np.array(
-            [[k in r["request"].get("attachments", []) for k in ATTACHMENT_KINDS] for r in rows],
-            np.float32,
-        )
-        return np.concatenate([np.stack([self.cache[t] for t in texts]), att], axis=1)
+def feats(rows: Sequence[dict[str, Any]]) -> np.ndarray:
+    """USE vectors of the request texts + attachment flags: the plan prior's features."""
+    return prior_features([r["request"] for r in rows])
 
 
 def valid_mask(rows: Sequence[dict[str, Any]], plans: Sequence[tuple[str, ...]]) -> np.ndarray:
@@ -117,7 +100,7 @@ def figures(rows, pred, conf, plans) -> dict[str, Any]:
     }
 
 
-def run_seed(seed: int, feats: Features) -> dict[str, Any]:
+def run_seed(seed: int) -> dict[str, Any]:
     q = QuickstartConfig()
     n_train = q.n_train or q.sft.steps * q.sft.batch_size
     splits = demo_splits(seed=seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout)
@@ -157,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="`router_quickstart_seeds.py --json` of the same seeds: print the "
                          "routers' lead over each baseline")  # fmt: skip
     args = ap.parse_args(argv)
-    feats = Features()
-    per_seed = {s: run_seed(s, feats) for s in args.seeds}
+    per_seed = {s: run_seed(s) for s in args.seeds}
     mean: dict[str, Any] = {}
     for method in ("nn", "logreg"):
         mean[method] = {}
