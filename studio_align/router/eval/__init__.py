@@ -105,6 +105,15 @@
   after the default router's misses on `handwritten_val11` were read and before any model
   ran on them: the set that scores what is chosen on `handwritten_val11`. Validation only,
   never training.
+- `handwritten_val13`: 64 validation requests (32 English, 32 Chinese) written on
+  7 December 2026, before any model ran on them, in eight styles the sets above have none
+  of, eight rows each: `reverse_order` (the later step named first: "before that, remove
+  ..."), `wish` ("if only ...", "要是能...就好了"), `poem` (a poem's line as the subject),
+  `platform_format` (named by a platform's format: a TikTok, a 小红书 cover, a podcast
+  jingle), `plain_simple` (a child's or a grandparent's plain words), `relayed` (someone
+  else's ask passed on: "my manager wants", "老板说"), `occasion` (a festival or family
+  event) and `budget_choice` (one medium chosen over another for cost: "video's too
+  expensive, so just a still"). Validation only, never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -136,6 +145,7 @@ SETS = (
     "handwritten_val10",
     "handwritten_val11",
     "handwritten_val12",
+    "handwritten_val13",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -150,6 +160,7 @@ VAL_SETS = (
     "handwritten_val10",
     "handwritten_val11",
     "handwritten_val12",
+    "handwritten_val13",
 )
 # Sets in languages other than English and Chinese: not balanced between the two.
 OTHER_LANGUAGE_SETS = ("handwritten_val8",)
