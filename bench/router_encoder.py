@@ -2,7 +2,7 @@
 validation only (the generator's validation split and the packaged validation sets,
 `eval.VAL_SETS`).
 
-    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lora RANK [--lora-table]] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--film P] [--palette P] [--long P] [--ema D] [--batch N] [--reuse]
+    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lora RANK [--lora-table]] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--film P] [--palette P] [--long P] [--decline P] [--ema D] [--batch N] [--reuse] [--styles STYLE ...]
 
 Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
@@ -11,7 +11,8 @@ the quickstart's data and settings, with `[model] options.encoder` set unless
 on the piece table too with `--lora-table`; `--encoder-lr-scale` multiplies its learning rate) and prints its exact-plan accuracy, by language, on each validation
 set and pooled over the packaged ones, with the seconds SFT took. Settings are compared
 here, never on the evaluation sets. `--reuse` scores the checkpoint an earlier run left in
-OUT instead of training again (for a validation set added since).
+OUT instead of training again (for a validation set added since). `--styles` adds two
+scored sets: the validation rows tagged with those styles (`styled`) and the rest (`rest`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from studio_align.simulate.router.requests import demo_splits
 
 # the generator's levers, each `--NAME P` passed to `demo_splits` as `NAME_prob`
 LEVERS = ("refusal", "wide", "colloquial", "correction", "prompt", "busy", "anime", "anime_subject",
-          "context", "spoken", "foreign", "dialect", "fix", "text", "film", "palette", "long")  # fmt: skip
+          "context", "spoken", "foreign", "dialect", "fix", "text", "film", "palette", "long", "decline")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         help="what the decoder reads of the encoder (`models.conditioned`)",
     )
     ap.add_argument("--reuse", action="store_true", help="score OUT's checkpoint, no training")
+    ap.add_argument(
+        "--styles",
+        nargs="+",
+        default=[],
+        metavar="STYLE",
+        help="also score the validation rows of these styles together (`styled`) "
+        "and every other validation row (`rest`)",
+    )
     args = ap.parse_args(argv)
     sft: dict[str, Any] = {"steps": args.steps}
     optim: dict[str, Any] = {}
@@ -105,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
            "ema": args.ema, "batch": args.batch, "conditioning": q.conditioning,
            "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
-    for name, rows in {**sets, "pooled": pooled}.items():
+    scored: dict[str, list[dict[str, Any]]] = {**sets, "pooled": pooled}
+    if args.styles:
+        scored["styled"] = [r for r in pooled if r.get("style") in args.styles]
+        scored["rest"] = [r for r in pooled if r.get("style") not in args.styles]
+    for name, rows in scored.items():
         f, _, _ = evaluate_router(router, rows, batch_size=128)
         lang = f["by_language"]
         out[name] = {

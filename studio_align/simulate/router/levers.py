@@ -2,7 +2,7 @@
 random streams, and their text edits on a rendered request.
 
 Each lever (`requests.generate_examples`: wide lexicon, prompt style, busy subjects, anime
-styles and subjects, spoken lines, context lines, corrections, colloquial, refusals, other
+styles and subjects, spoken lines, context lines, corrections, colloquial, refusals, declines, other
 languages, Cantonese and pinyin, colour correction, words to render, cinema as a look,
 palettes) draws from its own stream, so turning one on or changing its rate leaves the
 generator's other draws as they were: the measured effect of a lever is its own, not that
@@ -145,6 +145,10 @@ PALETTE_PROB = 0.0
 # elsewhere), from its own stream. Off until measured
 # (docs/experiments/router-long-messages.md).
 LONG_PROB = 0.0
+# Fraction of training requests that also decline, with a reason, a step the plan lacks
+# (`declines`: "the clip got cut from the budget, so only a picture"), from its own stream.
+# Off until measured (docs/experiments/router-declines.md).
+DECLINE_PROB = 0.0
 
 
 def lever(

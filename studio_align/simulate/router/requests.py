@@ -31,6 +31,7 @@ from typing import Any, TypedDict, Unpack
 from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.color_fix import render_fix
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
+from studio_align.simulate.router.declines import add_decline
 from studio_align.simulate.router.dialects import render_dialect
 from studio_align.simulate.router.film_words import with_film_words
 from studio_align.simulate.router.foreign import render_foreign
@@ -41,6 +42,7 @@ from studio_align.simulate.router.levers import (
     COLLOQUIAL_PROB,
     CONTEXT_PROB,
     CORRECTION_PROB,
+    DECLINE_PROB,
     DIALECT_PROB,
     FILM_PROB,
     FIX_PROB,
@@ -218,6 +220,7 @@ def generate_examples(
     film_prob: float | None = None,
     palette_prob: float | None = None,
     long_prob: float | None = None,
+    decline_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -257,6 +260,8 @@ def generate_examples(
     that fraction of the requests that make a picture from words (`palette`). `long_prob`
     (default `LONG_PROB` in training, 0 otherwise) puts that fraction inside a long message
     (`long_messages`), before the foreign and dialect levers replace theirs.
+    `decline_prob` (default `DECLINE_PROB` in training, 0 otherwise) adds to that fraction
+    a sentence declining, with its reason, a step the plan lacks (`declines`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -279,6 +284,7 @@ def generate_examples(
     film_prob, fmrng = lever(film_prob, FILM_PROB, "film", seed, split)
     palette_prob, plrng = lever(palette_prob, PALETTE_PROB, "palette", seed, split)
     long_prob, lgrng = lever(long_prob, LONG_PROB, "long", seed, split)
+    decline_prob, dcrng = lever(decline_prob, DECLINE_PROB, "decline", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -337,6 +343,8 @@ def generate_examples(
         text = _colloquial(text, lang, crng, probs[lang])
         if refusal_prob > 0 and rrng.random() < refusal_prob:
             text = add_refusal(text, intent.plan, intent.attachments, lang, rrng)
+        if decline_prob > 0 and dcrng.random() < decline_prob:
+            text = add_decline(text, intent.plan, intent.attachments, lang, dcrng)
         if long_prob > 0 and lgrng.random() < long_prob:
             text = with_long_context(text, intent.plan, lang, lgrng)
         if foreign_prob > 0 and frng.random() < foreign_prob:
@@ -416,6 +424,7 @@ class LeverProbs(TypedDict, total=False):
     film_prob: float | None
     palette_prob: float | None
     long_prob: float | None
+    decline_prob: float | None
 
 
 def demo_splits(

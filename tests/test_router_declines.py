@@ -1,0 +1,52 @@
+"""Declines: a request may decline only a step its plan lacks, keeps its words and label,
+and the lever leaves every other request as it was (its own random stream)."""
+
+from __future__ import annotations
+
+import random
+
+from router_lever_helpers import hand_written_texts, lever_changes
+
+from studio_align.router.format import is_cjk
+from studio_align.simulate.router.declines import PHRASES, add_decline
+from studio_align.simulate.router.phrases import MUSIC, SPEECH
+from studio_align.simulate.router.refusals import IMAGE_STEPS, VIDEO_STEPS
+
+DECLINES = {"music": {MUSIC}, "voice": {SPEECH}, "video": VIDEO_STEPS, "picture": IMAGE_STEPS}
+
+
+def _declined(text: str) -> set[str]:
+    """The kinds of `PHRASES` whose sentence is in `text`."""
+    return {kind for kind, by_lang in PHRASES.items() for pools in by_lang.values()
+            for pool in pools for s in pool if s.strip(" .-，。：:") in text}  # fmt: skip
+
+
+def test_decline_prob_adds_one_sentence_for_a_step_the_plan_lacks() -> None:
+    changed, n = lever_changes("decline_prob", 0.2, seed=4)
+    assert 0.12 < len(changed) / n < 0.22  # plans with every medium have nothing to decline
+    for b, x in changed:
+        before, text = b["request"]["text"], x["request"]["text"]
+        assert before.rstrip("。.!！ ")[1:] in text and len(text) > len(before) + 10, text
+        kinds = _declined(text)
+        assert kinds, text
+        for kind in kinds:
+            assert not set(DECLINES.get(kind, ())) & set(x["plan"]), (kind, x["plan"], text)
+
+
+def test_a_plan_with_every_medium_is_left_alone() -> None:
+    plan = ["wan.text_to_video", MUSIC, SPEECH]
+    assert add_decline("make it", plan, [], "en", random.Random(0)) == "make it"
+    text = add_decline("把这张图调成暖色", ["grading.film"], ["image"], "zh", random.Random(1))
+    assert text != "把这张图调成暖色" and "把这张图调成暖色" in text
+
+
+def test_phrase_pools_match_their_language_and_copy_no_hand_written_request() -> None:
+    written = hand_written_texts()
+    for kind, by_lang in PHRASES.items():
+        assert set(by_lang) == {"en", "zh"}, kind
+        for lang, (prefixes, suffixes) in by_lang.items():
+            assert prefixes and suffixes, (kind, lang)
+            for s in (*prefixes, *suffixes):
+                assert is_cjk(s) == (lang == "zh"), s
+                core = s.strip(" .-，。：:").lower()
+                assert not any(core in t for t in written), s
