@@ -44,7 +44,7 @@ def test_phrase_pools_match_their_language_and_copy_no_hand_written_request() ->
     written = hand_written_texts()
     for kind, by_lang in PHRASES.items():
         assert set(by_lang) == {"en", "zh"}, kind
-        for lang, (prefixes, suffixes) in by_lang.items():
+        for lang, (suffixes, prefixes) in by_lang.items():
             assert prefixes and suffixes, (kind, lang)
             for s in (*prefixes, *suffixes):
                 assert is_cjk(s) == (lang == "zh"), s
