@@ -211,6 +211,7 @@ def test_route_request_is_the_log_request_with_server_bounds() -> None:
     assert log_schemas.RouteRequest.model_validate(logged).model_dump() == logged
     bad = [
         {"text": ""},  # the server's bounds
+        {"text": " \n\t "},  # blank: nothing asked
         {"text": "x" * (MAX_TEXT_CHARS + 1)},
         {"text": "x", "attachments": ["image"] * 9},
         {"text": "x", "attachment": ["image"]},  # unknown key: refused, not ignored

@@ -237,6 +237,10 @@ def test_validation_errors_name_only_the_attempted_form(client: TestClient) -> N
     batch = client.post("/v1/route", json={"requests": [{"text": ""}]}).json()
     assert batch["error"].startswith("requests[0].text:") and "Field required" not in batch["error"]
     assert "JSON object" in client.post("/v1/route", json=[1, 2]).json()["error"]
+    blank = client.post("/v1/route", json={"text": "  \n", "attachments": ["image"]})
+    assert blank.status_code == 422 and blank.json()["error"] == (
+        "text: is blank: it must hold something besides whitespace"
+    )
 
 
 # -- feedback --------------------------------------------------------------------------------------

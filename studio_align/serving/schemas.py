@@ -14,6 +14,9 @@ from studio_align.data import schemas as log_schemas
 
 MAX_TEXT_CHARS = 2000
 MAX_BATCH = 64
+# a request's text holds something besides whitespace: a blank one asks for nothing, yet the
+# router would still pick a plan for its attachments (a grade for "   " with an image)
+NOT_BLANK = r"\S"
 
 
 class RouteRequest(log_schemas.RouteRequest):
@@ -25,7 +28,7 @@ class RouteRequest(log_schemas.RouteRequest):
     """
 
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, pattern=NOT_BLANK)
     attachments: list[log_schemas.AttachmentKind] = Field(default_factory=list, max_length=8)
     # who asked: selects that creator's exemplars in the router's memory (docs/router.md)
     creator: str | None = Field(default=None, min_length=1, max_length=200)

@@ -12,7 +12,11 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
+from studio_align.serving.schemas import NOT_BLANK
+
 FORMS = {"RouteRequest": "single", "BatchRouteRequest": "batch"}
+# what a pattern of the schemas means, said instead of the regular expression
+PATTERNS = {NOT_BLANK: "is blank: it must hold something besides whitespace"}
 
 
 def _attempted(body: Any) -> str | None:
@@ -47,6 +51,8 @@ def describe_validation_error(exc: RequestValidationError) -> tuple[int, str]:
     for e in errors[:5]:
         parts = [p for p in e.get("loc", ()) if p != "body"]
         msg = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        if e.get("type") == "string_pattern_mismatch":
+            msg = PATTERNS.get(str(e.get("ctx", {}).get("pattern")), msg)
         reasons.append(f"{_loc(parts) or 'body'}: {msg}")
     if len(errors) > 5:
         reasons.append(f"(+{len(errors) - 5} more)")
