@@ -1,11 +1,10 @@
 """Declines: requests that give a reason for leaving a medium out ("the clip got cut from the
 budget, so only the picture"; "配乐客户自己有，这边只要画面").
 
-The refusal lever (`refusals`) says "no music" and "不要视频". People more often say why a
+The refusal lever (`refusals`) says "no music" and "不要视频". People also say why a
 medium is not wanted, or name the medium they do want against the one they do not, and
-both name the medium left out in a full clause. A router trained on the short refusals
-alone reads such a clause as one more ask: "so just a still, the video is over budget"
-became a video plan on three seeds out of three. `add_decline(text, plan, attachments,
+both name the medium left out in a full clause, which a router trained on the short
+refusals alone can read as one more ask. `add_decline(text, plan, attachments,
 lang, rng)` puts one such sentence before the request (60 %) or after it, for a step the
 plan lacks (`refusals.refusable`: music or a voice on a video, a video on a picture,
 pictures on audio, new content on a grade). The plan (the label) is unchanged.
