@@ -114,6 +114,14 @@
   else's ask passed on: "my manager wants", "老板说"), `occasion` (a festival or family
   event) and `budget_choice` (one medium chosen over another for cost: "video's too
   expensive, so just a still"). Validation only, never training.
+- `handwritten_val14`: 64 validation requests (32 English, 32 Chinese) written on
+  7 December 2026 after the default routers' misses on `handwritten_val13` were read and
+  before any model ran on them, each naming a medium it does not ask for: `destination`
+  (32: the thing the result is for, a video's thumbnail, a podcast's cover, music for a
+  vlog already edited, two controls that do ask for a looping video) and `declined` (32:
+  a medium left out with its reason, "the narrator quit, so there's no voice this time").
+  The set that scores what is chosen on the misses of `handwritten_val13`. Validation
+  only, never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -146,6 +154,7 @@ SETS = (
     "handwritten_val11",
     "handwritten_val12",
     "handwritten_val13",
+    "handwritten_val14",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -161,6 +170,7 @@ VAL_SETS = (
     "handwritten_val11",
     "handwritten_val12",
     "handwritten_val13",
+    "handwritten_val14",
 )
 # Sets in languages other than English and Chinese: not balanced between the two.
 OTHER_LANGUAGE_SETS = ("handwritten_val8",)
