@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from studio_align.simulate.router.levers import attach
 from studio_align.simulate.router.refusals import refusable
 
 # what is declined -> language -> (suffixes, prefixes), as `refusals.PHRASES`; a suffix starts
@@ -94,7 +95,4 @@ def add_decline(
     if not kinds:
         return text
     suffixes, prefixes = PHRASES[rng.choice(kinds)][lang]
-    if rng.random() < 0.6:
-        head = rng.choice(prefixes)
-        return head + (text[:1].lower() + text[1:] if lang == "en" else text)
-    return text.rstrip("。.!！ ") + rng.choice(suffixes)
+    return attach(text, suffixes, prefixes, lang, rng)

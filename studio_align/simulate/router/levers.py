@@ -2,7 +2,7 @@
 random streams, and their text edits on a rendered request.
 
 Each lever (`requests.generate_examples`: wide lexicon, prompt style, busy subjects, anime
-styles and subjects, spoken lines, context lines, corrections, colloquial, refusals, declines, other
+styles and subjects, spoken lines, context lines, corrections, colloquial, refusals, declines, destinations, other
 languages, Cantonese and pinyin, colour correction, words to render, cinema as a look,
 palettes) draws from its own stream, so turning one on or changing its rate leaves the
 generator's other draws as they were: the measured effect of a lever is its own, not that
@@ -15,6 +15,7 @@ as a keyword, and held-out data uses none of them.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Literal
 
 from studio_align.simulate.router.slots import CONTEXT_LINES
@@ -151,6 +152,10 @@ LONG_PROB = 0.0
 # medium gain 2.8 points where its study asked 8, the other rows 0.2
 # (docs/experiments/router-declines.md).
 DECLINE_PROB = 0.0
+# Fraction of training requests that say what the result is for, naming a medium the plan
+# does not make (`destinations`: "the thumbnail for a video I've already edited"), from its
+# own stream. Off until measured (docs/experiments/router-mentions.md).
+DESTINATION_PROB = 0.0
 
 
 def lever(
@@ -173,6 +178,17 @@ def with_context(text: str, lang: str, rng: random.Random) -> str:
         return line + ("，" if zh else ": ") + text
     end = "" if text[-1:] in (".", "。", "!", "！", "?", "？") else ("。" if zh else ".")
     return text + end + ("" if zh else " ") + line.rstrip(":：")
+
+
+def attach(
+    text: str, suffixes: Sequence[str], prefixes: Sequence[str], lang: str, rng: random.Random
+) -> str:
+    """`text` with one of `prefixes` before it (60 %; an English text's first letter then
+    lower-cased) or one of `suffixes` after it (each starts with its separator)."""
+    if rng.random() < 0.6:
+        head = rng.choice(prefixes)
+        return head + (text[:1].lower() + text[1:] if lang == "en" else text)
+    return text.rstrip("。.!！ ") + rng.choice(suffixes)
 
 
 def swap_first(

@@ -32,6 +32,7 @@ from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.color_fix import render_fix
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
 from studio_align.simulate.router.declines import add_decline
+from studio_align.simulate.router.destinations import add_destination
 from studio_align.simulate.router.dialects import render_dialect
 from studio_align.simulate.router.film_words import with_film_words
 from studio_align.simulate.router.foreign import render_foreign
@@ -43,6 +44,7 @@ from studio_align.simulate.router.levers import (
     CONTEXT_PROB,
     CORRECTION_PROB,
     DECLINE_PROB,
+    DESTINATION_PROB,
     DIALECT_PROB,
     FILM_PROB,
     FIX_PROB,
@@ -221,6 +223,7 @@ def generate_examples(
     palette_prob: float | None = None,
     long_prob: float | None = None,
     decline_prob: float | None = None,
+    destination_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -261,7 +264,9 @@ def generate_examples(
     (default `LONG_PROB` in training, 0 otherwise) puts that fraction inside a long message
     (`long_messages`), before the foreign and dialect levers replace theirs.
     `decline_prob` (default `DECLINE_PROB` in training, 0 otherwise) adds to that fraction
-    a sentence declining, with its reason, a step the plan lacks (`declines`).
+    a sentence declining, with its reason, a step the plan lacks (`declines`), and
+    `destination_prob` (default `DESTINATION_PROB` in training, 0 otherwise) a phrase saying
+    what the result is for, a medium the plan does not make (`destinations`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -285,6 +290,7 @@ def generate_examples(
     palette_prob, plrng = lever(palette_prob, PALETTE_PROB, "palette", seed, split)
     long_prob, lgrng = lever(long_prob, LONG_PROB, "long", seed, split)
     decline_prob, dcrng = lever(decline_prob, DECLINE_PROB, "decline", seed, split)
+    destination_prob, dsrng = lever(destination_prob, DESTINATION_PROB, "destination", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -345,6 +351,8 @@ def generate_examples(
             text = add_refusal(text, intent.plan, intent.attachments, lang, rrng)
         if decline_prob > 0 and dcrng.random() < decline_prob:
             text = add_decline(text, intent.plan, intent.attachments, lang, dcrng)
+        if destination_prob > 0 and dsrng.random() < destination_prob:
+            text = add_destination(text, intent.plan, intent.attachments, lang, dsrng)
         if long_prob > 0 and lgrng.random() < long_prob:
             text = with_long_context(text, intent.plan, lang, lgrng)
         if foreign_prob > 0 and frng.random() < foreign_prob:
@@ -425,6 +433,7 @@ class LeverProbs(TypedDict, total=False):
     palette_prob: float | None
     long_prob: float | None
     decline_prob: float | None
+    destination_prob: float | None
 
 
 def demo_splits(

@@ -1,0 +1,55 @@
+"""Destinations: a phrase naming what the result is for goes only on a plan that makes
+stills or audio alone, keeps the request's words and label, and the lever leaves every
+other request as it was (its own random stream)."""
+
+from __future__ import annotations
+
+import random
+
+from router_lever_helpers import hand_written_texts, lever_changes
+
+from studio_align.router.format import is_cjk
+from studio_align.simulate.router.destinations import PHRASES, add_destination, destinations
+from studio_align.simulate.router.phrases import GRADE, I2V, MUSIC, SPEECH, T2I, T2V
+from studio_align.simulate.router.refusals import VIDEO_STEPS
+
+# the medium each kind names, which the plan must not make
+NAMES = {"still_for_video": VIDEO_STEPS, "still_for_audio": {MUSIC, SPEECH},
+         "audio_for_video": VIDEO_STEPS}  # fmt: skip
+
+
+def _kinds(text: str) -> set[str]:
+    return {kind for kind, by_lang in PHRASES.items() for pools in by_lang.values()
+            for pool in pools for s in pool if s.strip(" .-，。：:") in text}  # fmt: skip
+
+
+def test_destination_prob_names_only_a_medium_the_plan_does_not_make() -> None:
+    changed, n = lever_changes("destination_prob", 0.5, seed=4)
+    assert 0.08 < len(changed) / n < 0.2  # stills and audio alone are about 28 % of plans
+    for b, x in changed:
+        before, text = b["request"]["text"], x["request"]["text"]
+        assert before.rstrip("。.!！ ")[1:] in text and len(text) > len(before) + 5, text
+        kinds = _kinds(text)
+        assert kinds, text
+        for kind in kinds:
+            assert not set(NAMES[kind]) & set(x["plan"]), (kind, x["plan"], text)
+
+
+def test_only_stills_and_audio_alone_get_a_destination() -> None:
+    assert destinations([T2I], []) == ["still_for_video", "still_for_audio"]
+    assert destinations([GRADE], ["image"]) and not destinations([GRADE], ["video"])
+    assert destinations([MUSIC], []) == ["audio_for_video"]
+    for plan in ([T2V], [T2I, I2V], [T2V, MUSIC]):
+        assert add_destination("make it", plan, [], "en", random.Random(0)) == "make it"
+
+
+def test_phrase_pools_match_their_language_and_copy_no_hand_written_request() -> None:
+    written = hand_written_texts()
+    for kind, by_lang in PHRASES.items():
+        assert set(by_lang) == {"en", "zh"}, kind
+        for lang, (suffixes, prefixes) in by_lang.items():
+            assert prefixes and suffixes, (kind, lang)
+            for s in (*prefixes, *suffixes):
+                assert is_cjk(s) == (lang == "zh"), s
+                core = s.strip(" .-，。：:").lower()
+                assert not any(core in t for t in written), s
