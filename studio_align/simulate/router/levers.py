@@ -147,14 +147,17 @@ PALETTE_PROB = 0.0
 # (docs/experiments/router-long-messages.md).
 LONG_PROB = 0.0
 # Fraction of training requests that also decline, with a reason, a step the plan lacks
-# (`declines`: "the clip got cut from the budget, so only a picture"), from its own stream.
-# Off: at 0.1 (quickstart SFT, 3 seeds) the 24 validation rows that refuse or decline a
-# medium gain 2.8 points where its study asked 8, the other rows 0.2
-# (docs/experiments/router-declines.md).
+# (`declines`: "the clip got cut from the budget, so only a picture"), and fraction that say
+# what the result is for, naming a medium the plan does not make (`destinations`: "the
+# thumbnail for a video I've already edited"), each from its own stream. Measured effect of
+# 0.1 and 0.3 together (quickstart SFT, 3 seeds): handwritten_val14, requests that name a
+# medium they do not ask for, 0.542 -> 0.807 exact (+25.0 to +28.1 by seed); every other
+# validation row -0.4 points; the generator's validation split -0.2
+# (docs/experiments/router-mentions.md). Declines alone at 0.1: +2.8 on the 24 rows that
+# refuse or decline, +0.2 elsewhere (docs/experiments/router-declines.md). Off until the
+# quickstart's time with them is measured against without them on one machine: SFT took
+# 116-144 s with them against 107-117 s without.
 DECLINE_PROB = 0.0
-# Fraction of training requests that say what the result is for, naming a medium the plan
-# does not make (`destinations`: "the thumbnail for a video I've already edited"), from its
-# own stream. Off until measured (docs/experiments/router-mentions.md).
 DESTINATION_PROB = 0.0
 
 
