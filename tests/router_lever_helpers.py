@@ -49,3 +49,20 @@ def swapped_plans(
         assert any(s in x["request"]["text"] for s in new[lang]), x["request"]["text"]
         plans.add(tuple(x["plan"]))
     return plans
+
+
+def check_phrase_pools(
+    phrases: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]],
+) -> None:
+    """A lever's `PHRASES` (kind -> language -> (suffixes, prefixes)): both languages and
+    both positions for every kind, each phrase in its language, and none a substring of a
+    hand-written request (a lever must not teach the sets' own sentences)."""
+    written = hand_written_texts()
+    for kind, by_lang in phrases.items():
+        assert set(by_lang) == {"en", "zh"}, kind
+        for lang, (suffixes, prefixes) in by_lang.items():
+            assert prefixes and suffixes, (kind, lang)
+            for s in (*prefixes, *suffixes):
+                assert is_cjk(s) == (lang == "zh"), s
+                core = s.strip(" .-，。：:").lower()
+                assert not any(core in t for t in written), s
