@@ -10,6 +10,7 @@ from studio_align.router.format import is_cjk
 from studio_align.simulate.router.requests import generate_examples
 
 Pair = tuple[dict[str, Any], dict[str, Any]]
+Phrases = dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]
 
 
 def hand_written_texts() -> set[str]:
@@ -49,6 +50,13 @@ def swapped_plans(
         assert any(s in x["request"]["text"] for s in new[lang]), x["request"]["text"]
         plans.add(tuple(x["plan"]))
     return plans
+
+
+def kinds_in(text: str, phrases: Phrases) -> set[str]:
+    """The kinds of a lever's `PHRASES` (kind -> language -> (suffixes, prefixes)) whose
+    phrase, without its separator, is in `text`."""
+    return {kind for kind, by_lang in phrases.items() for pools in by_lang.values()
+            for pool in pools for s in pool if s.strip(" .-，。：:") in text}  # fmt: skip
 
 
 def check_phrase_pools(

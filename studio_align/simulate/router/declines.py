@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from studio_align.simulate.router.levers import attach
+from studio_align.simulate.router.levers import attach_phrase
 from studio_align.simulate.router.refusals import refusable
 
 # what is declined -> language -> (suffixes, prefixes), as `refusals.PHRASES`; a suffix starts
@@ -91,8 +91,4 @@ def add_decline(
     text: str, plan: Sequence[str], attachments: Sequence[str], lang: str, rng: random.Random
 ) -> str:
     """`text` with a sentence declining, with its reason, one step the plan lacks."""
-    kinds = refusable(plan, attachments)
-    if not kinds:
-        return text
-    suffixes, prefixes = PHRASES[rng.choice(kinds)][lang]
-    return attach(text, suffixes, prefixes, lang, rng)
+    return attach_phrase(text, PHRASES, refusable(plan, attachments), lang, rng)

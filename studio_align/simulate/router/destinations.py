@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from studio_align.simulate.router.levers import attach
+from studio_align.simulate.router.levers import attach_phrase
 from studio_align.simulate.router.phrases import GRADE, MUSIC, SPEECH
 from studio_align.simulate.router.refusals import IMAGE_STEPS
 
@@ -65,8 +65,4 @@ def add_destination(
     text: str, plan: Sequence[str], attachments: Sequence[str], lang: str, rng: random.Random
 ) -> str:
     """`text` with a phrase naming what it is for: a medium the plan does not make."""
-    kinds = destinations(plan, attachments)
-    if not kinds:
-        return text
-    suffixes, prefixes = PHRASES[rng.choice(kinds)][lang]
-    return attach(text, suffixes, prefixes, lang, rng)
+    return attach_phrase(text, PHRASES, destinations(plan, attachments), lang, rng)

@@ -2,9 +2,9 @@
 random streams, and their text edits on a rendered request.
 
 Each lever (`requests.generate_examples`: wide lexicon, prompt style, busy subjects, anime
-styles and subjects, spoken lines, context lines, corrections, colloquial, refusals, declines, destinations, other
-languages, Cantonese and pinyin, colour correction, words to render, cinema as a look,
-palettes) draws from its own stream, so turning one on or changing its rate leaves the
+styles and subjects, spoken lines, context lines, corrections, colloquial, refusals,
+declines, destinations, other languages, Cantonese and pinyin, colour correction, words to
+render, cinema as a look, palettes) draws from its own stream, so turning one on or changing its rate leaves the
 generator's other draws as they were: the measured effect of a lever is its own, not that
 of a resampled training set. A swap (`swap_first`) draws its word only where the text has one
 to replace, so a lever that rewrites a request earlier in the chain also moves the later
@@ -15,7 +15,7 @@ as a keyword, and held-out data uses none of them.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from studio_align.simulate.router.slots import CONTEXT_LINES
@@ -183,11 +183,19 @@ def with_context(text: str, lang: str, rng: random.Random) -> str:
     return text + end + ("" if zh else " ") + line.rstrip(":：")
 
 
-def attach(
-    text: str, suffixes: Sequence[str], prefixes: Sequence[str], lang: str, rng: random.Random
+def attach_phrase(
+    text: str,
+    phrases: Mapping[str, Mapping[str, tuple[Sequence[str], Sequence[str]]]],
+    kinds: Sequence[str],
+    lang: str,
+    rng: random.Random,
 ) -> str:
-    """`text` with one of `prefixes` before it (60 %; an English text's first letter then
-    lower-cased) or one of `suffixes` after it (each starts with its separator)."""
+    """`text` with a phrase of one of `kinds` (`phrases`: kind -> language -> (suffixes,
+    prefixes)) before it (60 %; an English text's first letter then lower-cased) or after it
+    (a suffix starts with its separator); unchanged where no kind fits."""
+    if not kinds:
+        return text
+    suffixes, prefixes = phrases[rng.choice(kinds)][lang]
     if rng.random() < 0.6:
         head = rng.choice(prefixes)
         return head + (text[:1].lower() + text[1:] if lang == "en" else text)
