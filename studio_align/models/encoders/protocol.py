@@ -92,7 +92,6 @@ def encode_texts(encoder: TextEncoder, texts: Sequence[str], *, batch_size: int 
         tok.mask[: len(rows_at)] = False
         tok.ids[: len(rows_at), :width] = every.ids[rows_at, :width]
         tok.mask[: len(rows_at), :width] = every.mask[rows_at, :width]
-        ids, mask = tok.ids, tok.mask
-        vec = _forward(graphdef, state, ids, mask)
+        vec = _forward(graphdef, state, tok.ids, tok.mask)
         out[rows_at] = np.asarray(vec)[: len(rows_at)]
     return out
