@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import tomllib
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from studio_align.quickstart.config import QuickstartConfig
+from studio_align.quickstart import pipeline
 from studio_align.quickstart.pipeline import run_quickstart
 from studio_align.router.router import Router
 from studio_align.training.dpo_config import DPORunConfig
@@ -31,9 +33,20 @@ RUN_CONFIGS = {"sft": SFTConfig, "dpo": DPORunConfig, "kto": KTORunConfig, "grpo
 
 
 @pytest.mark.slow
-def test_quickstart_pipeline_tiny(tmp_path) -> None:
+def test_quickstart_pipeline_tiny(tmp_path, monkeypatch) -> None:
+    # the flow vertical (tested whole in test_quickstart_flow.py) is replaced by one that
+    # fails, to see where it runs and that its failure reaches the run's summary
+    ran_in: list[str] = []
+
+    def failing_flow(out, cfg, log, missing):
+        ran_in.append(threading.current_thread().name)
+        missing.append("flow: failed (on purpose)")
+
+    monkeypatch.setattr(pipeline, "run_flow", failing_flow)
     lines: list[str] = []
-    res = run_quickstart(tmp_path, TINY, log=lines.append)
+    res = run_quickstart(tmp_path, TINY.model_copy(update={"flow": True}), log=lines.append)
+    assert ran_in == ["verticals"]  # beside the router stages, not in the main thread
+    assert res.missing == ["flow: failed (on purpose)"]
     assert [s.stage for s in res.stages] == ["sft", "dpo", "kto", "grpo"]
     assert all(s.status == "ok" for s in res.stages), res.missing
     for s in res.stages:

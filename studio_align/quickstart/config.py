@@ -25,3 +25,6 @@ class QuickstartConfig(RouterSettings):
     # choice of 8 steps: docs/experiments/flow-quickstart-stage-timing.md
     flow: bool = True
     flow_grpo_steps: int = Field(8, ge=1)
+    # run the flow and grading verticals in a thread beside the router stages (they share
+    # no files); False runs them first, alone, so each stage's seconds are its own
+    concurrent: bool = True
