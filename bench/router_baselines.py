@@ -5,7 +5,7 @@
 Two baselines over Universal Sentence Encoder multilingual v3 vectors (the flax port,
 `models/encoders/use.py`) of the request text, with the attachments as three extra
 features, trained on the quickstart's training split (`demo_splits`, the quickstart's
-default size: sft.steps x batch_size = 9,600 examples) of each seed:
+default size: sft.steps x batch_size = 19,200 examples) of each seed:
 
 - **nearest neighbour**: the plan of the most similar training request (cosine) among
   those whose plan is valid for the request's attachments; confidence = the share of the

@@ -13,6 +13,8 @@ set and pooled over the packaged ones, with the seconds SFT took. Settings are c
 here, never on the evaluation sets. `--reuse` scores the checkpoint an earlier run left in
 OUT instead of training again (for a validation set added since). `--styles` adds two
 scored sets: the validation rows tagged with those styles (`styled`) and the rest (`rest`).
+The pooled validation rows are also scored split by plan length: `multi_step` (two or
+more steps) and `one_step`.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
            "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]
     scored: dict[str, list[dict[str, Any]]] = {**sets, "pooled": pooled}
+    # a lever that teaches "this medium is named, not asked" can teach dropping asked steps
+    scored["multi_step"] = [r for r in pooled if len(r["plan"]) >= 2]
+    scored["one_step"] = [r for r in pooled if len(r["plan"]) < 2]
     if args.styles:
         scored["styled"] = [r for r in pooled if r.get("style") in args.styles]
         scored["rest"] = [r for r in pooled if r.get("style") not in args.styles]

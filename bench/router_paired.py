@@ -73,7 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         pa, pb, seeds = spec.rsplit(":", 2)
         ss = [int(s) for s in seeds.split(",")]
         earlier.append((load(pa, ss), load(pb, ss)))
-    keys = [k for k in (*packaged.VAL_SETS, "pooled", "styled", "rest", "val") if k in a[0]]
+    keys = [
+        k
+        for k in (*packaged.VAL_SETS, "pooled", "styled", "rest", "multi_step", "one_step", "val")
+        if k in a[0]
+    ]
     print(
         f"{'set':20s} {'A':>7s} {'B':>7s} {'A-B':>6s} {'sd':>5s} {'noise':>6s}  verdict  per seed"
     )

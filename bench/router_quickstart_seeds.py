@@ -1,12 +1,12 @@
 """The quickstart's SFT and served routers on every evaluation set, over several seeds.
 
-    python bench/router_quickstart_seeds.py RUNS [--seeds 0 1 2] [--json F]
+    python bench/router_quickstart_seeds.py RUNS [--seeds 0 1 2] [--json F] [--sets NAME ...]
 
 RUNS/qsN is `studio-align quickstart --out RUNS/qsN --set seed=N` (router stages are
 enough: `--set grading=false --set flow=false`). Each checkpoint is scored with its own
 calibration, as served: `stages/sft/model` (SFT) and `router` (the final, served router).
-Sets: the generator's held-out split of that run, the packaged evaluation sets, and each
-one's *agreed* rows (label == the simulated creators' majority plan; measurement only).
+Sets: the generator's held-out split of that run, the packaged evaluation sets (or the
+packaged sets named by `--sets`, validation sets among them), and each one's *agreed* rows (label == the simulated creators' majority plan; measurement only).
 Prints one row per (router, set): mean ± standard deviation over the seeds of exact-plan
 accuracy (all, English, Chinese), step F1 by language, ECE, coverage at 95 % selective
 accuracy and the abstain rate.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,11 @@ def figures(f: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def score_run(qs: Path) -> dict[str, dict[str, dict[str, float]]]:
+def score_run(
+    qs: Path, names: Sequence[str] = packaged.EVAL_SETS
+) -> dict[str, dict[str, dict[str, float]]]:
     sets = {"heldout": read_examples(qs / "data/heldout.jsonl")}
-    sets.update({n: packaged.load(n) for n in packaged.EVAL_SETS})
+    sets.update({n: packaged.load(n) for n in names})
     for name in list(sets):
         maj = majority_plans(sets[name])
         sets[name + "_agreed"] = [
@@ -67,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", type=Path)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--sets", nargs="+", default=list(packaged.EVAL_SETS))
     args = ap.parse_args(argv)
-    per_seed = {s: score_run(args.runs / f"qs{s}") for s in args.seeds}
+    per_seed = {s: score_run(args.runs / f"qs{s}", args.sets) for s in args.seeds}
     print("| router | set | " + " | ".join(COLUMNS) + " |")
     print("|---" * (len(COLUMNS) + 2) + "|")
     first = per_seed[args.seeds[0]]

@@ -154,9 +154,12 @@ LONG_PROB = 0.0
 # medium they do not ask for, 0.542 -> 0.807 exact (+25.0 to +28.1 by seed); every other
 # validation row -0.4 points; the generator's validation split -0.2
 # (docs/experiments/router-mentions.md). Declines alone at 0.1: +2.8 on the 24 rows that
-# refuse or decline, +0.2 elsewhere (docs/experiments/router-declines.md). Off until the
-# quickstart's time with them is measured against without them on one machine: SFT took
-# 116-144 s with them against 107-117 s without.
+# refuse or decline, +0.2 elsewhere (docs/experiments/router-declines.md). Off: the
+# validation rows whose plan has two or more steps fell 3.1 points at 0.1 and 0.3, lower
+# on every seed, and on the quickstart's seeds 0-2 the generator's held-out split fell
+# 0.943 -> 0.917, asked steps dropped ("moving version of this still with teal color"
+# became a grade alone; docs/experiments/router-mentions.md, lower rate:
+# docs/experiments/router-mentions-lower-rate.md).
 DECLINE_PROB = 0.0
 DESTINATION_PROB = 0.0
 
