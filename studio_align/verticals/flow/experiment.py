@@ -288,12 +288,11 @@ def quickstart_stage(
                    judge=judge, algorithms=("grpo",), grpo=grpo, n_eval=n_eval,
                    guards=guards or QUICKSTART_GUARDS)  # fmt: skip
     base, _ = load_flow(BASE_WEIGHTS)
+    b = generate(base, TRAIN_TAG_SETS, 4, seed=99)  # one base sheet, every creator's left half
     grids = {}
     for name in creators:
         aligned, _ = load_flow(root / "run" / f"{name}-grpo" / "model.safetensors")
-        sets = TRAIN_TAG_SETS
-        b = generate(base, sets, 4, seed=99)
-        a = generate(aligned, sets, 4, seed=99)
+        a = generate(aligned, TRAIN_TAG_SETS, 4, seed=99)
         sheet = before_after_sheet(b, a, f"{name}: Flow-GRPO, base vs aligned, same noise")
         grids[name] = str(save_sheet(sheet, root / f"{name}_before_after.png"))
     summary = {
