@@ -158,8 +158,8 @@ LONG_PROB = 0.0
 # validation rows whose plan has two or more steps fell 3.1 points at 0.1 and 0.3, lower
 # on every seed, and on the quickstart's seeds 0-2 the generator's held-out split fell
 # 0.943 -> 0.917, asked steps dropped ("moving version of this still with teal color"
-# became a grade alone; docs/experiments/router-mentions.md, lower rate:
-# docs/experiments/router-mentions-lower-rate.md).
+# became a grade alone; docs/experiments/router-mentions.md). At 0.1 and 0.1 the
+# multi-step rows fell 2.6 (docs/experiments/router-mentions-lower-rate.md).
 DECLINE_PROB = 0.0
 DESTINATION_PROB = 0.0
 
