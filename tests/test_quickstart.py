@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from studio_align.quickstart.config import QuickstartConfig
 from studio_align.quickstart import pipeline
+from studio_align.quickstart.config import QuickstartConfig
 from studio_align.quickstart.pipeline import run_quickstart
 from studio_align.router.router import Router
 from studio_align.training.dpo_config import DPORunConfig

@@ -205,7 +205,7 @@ def plot_times(rows: Sequence[tuple[str, float, float]], path: Path) -> str:
     for y, (t, e) in enumerate(zip(train, ev, strict=True)):
         ax.text(t + e, y, f"  {t + e:.0f} s", va="center", fontsize=10)
     ax.set_xlabel("seconds (wall clock)")
-    ax.set_title(f"Time per stage (total {sum(train) + sum(ev):.0f} s)")
+    ax.set_title(f"Time per stage (sum {sum(train) + sum(ev):.0f} s)")  # stages may overlap
     ax.set_xlim(0, max(1.0, max(t + e for t, e in zip(train, ev, strict=True))) * 1.15)
     ax.legend(loc="lower right")
     return _save(fig, path)
