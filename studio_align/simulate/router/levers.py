@@ -159,7 +159,9 @@ LONG_PROB = 0.0
 # on every seed, and on the quickstart's seeds 0-2 the generator's held-out split fell
 # 0.943 -> 0.917, asked steps dropped ("moving version of this still with teal color"
 # became a grade alone; docs/experiments/router-mentions.md). At 0.1 and 0.1 the
-# multi-step rows fell 2.6 (docs/experiments/router-mentions-lower-rate.md).
+# multi-step rows fell 2.6 (docs/experiments/router-mentions-lower-rate.md); declines
+# alone at 0.1, val14 +19.8, multi-step -1.6, every other row -0.9
+# (docs/experiments/router-declines-alone.md).
 DECLINE_PROB = 0.0
 DESTINATION_PROB = 0.0
 
