@@ -59,6 +59,21 @@ def kinds_in(text: str, phrases: Phrases) -> set[str]:
             for pool in pools for s in pool if s.strip(" .-，。：:") in text}  # fmt: skip
 
 
+def check_added_phrases(
+    changed: list[Pair], phrases: Phrases, names: dict[str, set[str]], *, min_added: int
+) -> None:
+    """Each changed request keeps its words, grows by more than `min_added` characters, holds
+    a phrase of `phrases`, and no phrase's kind names (`names`: kind -> steps) a step of its
+    plan: a lever that names a medium never names one the plan makes."""
+    for b, x in changed:
+        before, text = b["request"]["text"], x["request"]["text"]
+        assert before.rstrip("。.!！ ")[1:] in text and len(text) > len(before) + min_added, text
+        kinds = kinds_in(text, phrases)
+        assert kinds, text
+        for kind in kinds:
+            assert not set(names.get(kind, ())) & set(x["plan"]), (kind, x["plan"], text)
+
+
 def check_phrase_pools(
     phrases: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]],
 ) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from router_lever_helpers import check_phrase_pools, kinds_in, lever_changes
+from router_lever_helpers import check_added_phrases, check_phrase_pools, lever_changes
 
 from studio_align.simulate.router.declines import PHRASES, add_decline
 from studio_align.simulate.router.phrases import MUSIC, SPEECH
@@ -17,13 +17,7 @@ DECLINES = {"music": {MUSIC}, "voice": {SPEECH}, "video": VIDEO_STEPS, "picture"
 def test_decline_prob_adds_one_sentence_for_a_step_the_plan_lacks() -> None:
     changed, n = lever_changes("decline_prob", 0.2, seed=4)
     assert 0.12 < len(changed) / n < 0.22  # plans with every medium have nothing to decline
-    for b, x in changed:
-        before, text = b["request"]["text"], x["request"]["text"]
-        assert before.rstrip("。.!！ ")[1:] in text and len(text) > len(before) + 10, text
-        kinds = kinds_in(text, PHRASES)
-        assert kinds, text
-        for kind in kinds:
-            assert not set(DECLINES.get(kind, ())) & set(x["plan"]), (kind, x["plan"], text)
+    check_added_phrases(changed, PHRASES, DECLINES, min_added=10)
 
 
 def test_a_plan_with_every_medium_is_left_alone() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from router_lever_helpers import check_phrase_pools, kinds_in, lever_changes
+from router_lever_helpers import check_added_phrases, check_phrase_pools, lever_changes
 
 from studio_align.simulate.router.destinations import PHRASES, add_destination, destinations
 from studio_align.simulate.router.phrases import GRADE, I2V, MUSIC, SPEECH, T2I, T2V
@@ -20,13 +20,7 @@ NAMES = {"still_for_video": VIDEO_STEPS, "still_for_audio": {MUSIC, SPEECH},
 def test_destination_prob_names_only_a_medium_the_plan_does_not_make() -> None:
     changed, n = lever_changes("destination_prob", 0.5, seed=4)
     assert 0.08 < len(changed) / n < 0.2  # stills and audio alone are about 28 % of plans
-    for b, x in changed:
-        before, text = b["request"]["text"], x["request"]["text"]
-        assert before.rstrip("。.!！ ")[1:] in text and len(text) > len(before) + 5, text
-        kinds = kinds_in(text, PHRASES)
-        assert kinds, text
-        for kind in kinds:
-            assert not set(NAMES[kind]) & set(x["plan"]), (kind, x["plan"], text)
+    check_added_phrases(changed, PHRASES, NAMES, min_added=5)
 
 
 def test_only_stills_and_audio_alone_get_a_destination() -> None:
