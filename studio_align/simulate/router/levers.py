@@ -164,6 +164,10 @@ LONG_PROB = 0.0
 # (docs/experiments/router-declines-alone.md).
 DECLINE_PROB = 0.0
 DESTINATION_PROB = 0.0
+# Share of the destination requests (where the catalog has a plan that also makes the named
+# medium) turned into their twin that asks for it (`destinations.TWINS`), from its own
+# stream. Off until measured (docs/experiments/router-destination-twins.md).
+TWIN_PROB = 0.0
 
 
 def lever(
@@ -200,7 +204,15 @@ def attach_phrase(
     (a suffix starts with its separator); unchanged where no kind fits."""
     if not kinds:
         return text
-    suffixes, prefixes = phrases[rng.choice(kinds)][lang]
+    return attach_pools(text, phrases[rng.choice(kinds)][lang], lang, rng)
+
+
+def attach_pools(
+    text: str, pools: tuple[Sequence[str], Sequence[str]], lang: str, rng: random.Random
+) -> str:
+    """`text` with one of `pools` (suffixes, prefixes) before it (60 %; an English text's
+    first letter then lower-cased) or after it."""
+    suffixes, prefixes = pools
     if rng.random() < 0.6:
         head = rng.choice(prefixes)
         return head + (text[:1].lower() + text[1:] if lang == "en" else text)

@@ -32,7 +32,7 @@ from studio_align.simulate.router.colloquial import colloquialize
 from studio_align.simulate.router.color_fix import render_fix
 from studio_align.simulate.router.corrections import retract, retract_decoys, switch, switch_decoys
 from studio_align.simulate.router.declines import add_decline
-from studio_align.simulate.router.destinations import add_destination
+from studio_align.simulate.router.destinations import destination_or_twin
 from studio_align.simulate.router.dialects import render_dialect
 from studio_align.simulate.router.film_words import with_film_words
 from studio_align.simulate.router.foreign import render_foreign
@@ -57,6 +57,7 @@ from studio_align.simulate.router.levers import (
     STYLED_PROB,
     STYLED_TYPO_PROB,
     TEXT_PROB,
+    TWIN_PROB,
     WIDE_PROB,
     Split,
     lever,
@@ -224,6 +225,7 @@ def generate_examples(
     long_prob: float | None = None,
     decline_prob: float | None = None,
     destination_prob: float | None = None,
+    twin_prob: float | None = None,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -266,7 +268,9 @@ def generate_examples(
     `decline_prob` (default `DECLINE_PROB` in training, 0 otherwise) adds to that fraction
     a sentence declining, with its reason, a step the plan lacks (`declines`), and
     `destination_prob` (default `DESTINATION_PROB` in training, 0 otherwise) a phrase saying
-    what the result is for, a medium the plan does not make (`destinations`).
+    what the result is for, a medium the plan does not make (`destinations`); `twin_prob`
+    (default `TWIN_PROB` in training, 0 otherwise) turns that share of those into their
+    twin, which asks for that medium, labelled with the plan that makes it too.
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -291,6 +295,7 @@ def generate_examples(
     long_prob, lgrng = lever(long_prob, LONG_PROB, "long", seed, split)
     decline_prob, dcrng = lever(decline_prob, DECLINE_PROB, "decline", seed, split)
     destination_prob, dsrng = lever(destination_prob, DESTINATION_PROB, "destination", seed, split)
+    twin_prob, twrng = lever(twin_prob, TWIN_PROB, "twin", seed, split)
     probs = {lang: colloquial_prob if lang in colloquial_langs else 0.0 for lang in LANGS}
     if styled_prob is None:
         styled_prob = STYLED_PROB if split == "train" else 0.0
@@ -352,7 +357,9 @@ def generate_examples(
         if decline_prob > 0 and dcrng.random() < decline_prob:
             text = add_decline(text, intent.plan, intent.attachments, lang, dcrng)
         if destination_prob > 0 and dsrng.random() < destination_prob:
-            text = add_destination(text, intent.plan, intent.attachments, lang, dsrng)
+            intent, text = destination_or_twin(
+                intent, text, lang, dsrng, intents=intents, twin_prob=twin_prob, twin_rng=twrng
+            )
         if long_prob > 0 and lgrng.random() < long_prob:
             text = with_long_context(text, intent.plan, lang, lgrng)
         if foreign_prob > 0 and frng.random() < foreign_prob:
@@ -434,6 +441,7 @@ class LeverProbs(TypedDict, total=False):
     long_prob: float | None
     decline_prob: float | None
     destination_prob: float | None
+    twin_prob: float | None
 
 
 def demo_splits(
