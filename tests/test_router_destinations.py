@@ -63,6 +63,17 @@ def test_a_twin_adds_the_medium_it_names_and_no_other_change() -> None:
     assert twin(by_plan[((GRADE,), ("image",))], "still_for_video", INTENTS) is None
 
 
+def test_twin_kinds_limits_the_twins_to_those_kinds() -> None:
+    fixed = {"destination_prob": 0.5, "twin_prob": 0.5, "foreign_prob": 0.0}
+    stills = generate_examples(3000, seed=4, twin_kinds=("still_for_video",), **fixed)
+    both = generate_examples(3000, seed=4, **fixed)
+    base = generate_examples(3000, seed=4, **{**fixed, "twin_prob": 0.0})
+    added = {tuple(s for s in x["plan"] if s not in b["plan"])
+             for b, x in zip(base, stills, strict=True) if b != x}  # fmt: skip
+    assert added == {(I2V,)}  # no new video under audio
+    assert stills != both
+
+
 def test_twin_prob_turns_destinations_into_asks_with_the_fuller_plan() -> None:
     fixed = {"destination_prob": 0.5, "foreign_prob": 0.0}  # no other language rewrites the text
     base = generate_examples(3000, seed=4, twin_prob=0.0, **fixed)

@@ -118,15 +118,17 @@ def destination_or_twin(
     intents: Sequence[Intent],
     twin_prob: float,
     twin_rng: random.Random,
+    twin_kinds: Sequence[str] = tuple(TWINS),
 ) -> tuple[Intent, str]:
     """`text` with a phrase naming what it is for, a medium `intent`'s plan does not make;
-    or, a `twin_prob` share of the time (drawn from `twin_rng`) where a plan that makes that
-    medium too exists, its twin asking for it, with that plan's intent."""
+    or, for a kind in `twin_kinds`, a `twin_prob` share of the time (drawn from `twin_rng`)
+    where a plan that makes that medium too exists, its twin asking for it, with that
+    plan's intent."""
     kinds = destinations(intent.plan, intent.attachments)
     if not kinds:
         return intent, text
     kind = rng.choice(kinds)
-    fuller = twin(intent, kind, intents) if twin_prob > 0 else None
+    fuller = twin(intent, kind, intents) if twin_prob > 0 and kind in twin_kinds else None
     if fuller is not None and twin_rng.random() < twin_prob:
         return fuller, attach_pools(text, TWINS[kind][lang], lang, rng)
     return intent, attach_pools(text, PHRASES[kind][lang], lang, rng)

@@ -166,8 +166,14 @@ DECLINE_PROB = 0.0
 DESTINATION_PROB = 0.0
 # Share of the destination requests (where the catalog has a plan that also makes the named
 # medium) turned into their twin that asks for it (`destinations.TWINS`), from its own
-# stream. Off until measured (docs/experiments/router-destination-twins.md).
+# stream, for the destination kinds in `TWIN_KINDS`. Off: at 0.5 of destinations 0.3 on
+# both kinds (quickstart SFT, seeds 143-145), handwritten_val14 +8.3 points and the
+# validation rows whose plan has two or more steps +0.3 (destinations alone: +12.5 and
+# -1.5), but handwritten_val10 -4.7, lower on every seed: the audio twins, a spoken line
+# in quotes plus "make the video too", taught titled videos to gain a voice
+# (docs/experiments/router-destination-twins.md).
 TWIN_PROB = 0.0
+TWIN_KINDS = ("still_for_video", "audio_for_video")
 
 
 def lever(

@@ -57,6 +57,7 @@ from studio_align.simulate.router.levers import (
     STYLED_PROB,
     STYLED_TYPO_PROB,
     TEXT_PROB,
+    TWIN_KINDS,
     TWIN_PROB,
     WIDE_PROB,
     Split,
@@ -226,6 +227,7 @@ def generate_examples(
     decline_prob: float | None = None,
     destination_prob: float | None = None,
     twin_prob: float | None = None,
+    twin_kinds: Sequence[str] = TWIN_KINDS,
 ) -> list[dict[str, Any]]:
     """`n` labelled routing examples, cycling through intents so each is covered evenly.
 
@@ -270,7 +272,8 @@ def generate_examples(
     `destination_prob` (default `DESTINATION_PROB` in training, 0 otherwise) a phrase saying
     what the result is for, a medium the plan does not make (`destinations`); `twin_prob`
     (default `TWIN_PROB` in training, 0 otherwise) turns that share of those into their
-    twin, which asks for that medium, labelled with the plan that makes it too.
+    twin, which asks for that medium, labelled with the plan that makes it too, for the
+    destination kinds in `twin_kinds` (default `TWIN_KINDS`).
     """
     # each lever draws from its own stream: the other draws, hence the rest of the data,
     # stay as without it
@@ -358,7 +361,14 @@ def generate_examples(
             text = add_decline(text, intent.plan, intent.attachments, lang, dcrng)
         if destination_prob > 0 and dsrng.random() < destination_prob:
             intent, text = destination_or_twin(
-                intent, text, lang, dsrng, intents=intents, twin_prob=twin_prob, twin_rng=twrng
+                intent,
+                text,
+                lang,
+                dsrng,
+                intents=intents,
+                twin_prob=twin_prob,
+                twin_rng=twrng,
+                twin_kinds=twin_kinds,
             )
         if long_prob > 0 and lgrng.random() < long_prob:
             text = with_long_context(text, intent.plan, lang, lgrng)
@@ -442,6 +452,7 @@ class LeverProbs(TypedDict, total=False):
     decline_prob: float | None
     destination_prob: float | None
     twin_prob: float | None
+    twin_kinds: Sequence[str]
 
 
 def demo_splits(
@@ -454,8 +465,8 @@ def demo_splits(
     **lever_probs: Unpack[LeverProbs],
 ) -> dict[str, list[dict[str, Any]]]:
     """Train and validation from the training phrasings, held-out from unseen phrasings.
-    `lever_probs` are `generate_examples`' lever rates (`text_prob=`, `film_prob=`, ...),
-    for the training phrasings only."""
+    `lever_probs` are `generate_examples`' lever rates (`text_prob=`, `film_prob=`, ...,
+    and `twin_kinds`), for the training phrasings only."""
     both = generate_examples(
         n_train + n_val, seed=seed, split="train", colloquial_langs=colloquial_langs, **lever_probs
     )
