@@ -149,31 +149,27 @@ LONG_PROB = 0.0
 # Fraction of training requests that also decline, with a reason, a step the plan lacks
 # (`declines`: "the clip got cut from the budget, so only a picture"), and fraction that say
 # what the result is for, naming a medium the plan does not make (`destinations`: "the
-# thumbnail for a video I've already edited"), each from its own stream. Measured effect of
-# 0.1 and 0.3 together (quickstart SFT, 3 seeds): handwritten_val14, requests that name a
-# medium they do not ask for, 0.542 -> 0.807 exact (+25.0 to +28.1 by seed); every other
-# validation row -0.4 points; the generator's validation split -0.2
-# (docs/experiments/router-mentions.md). Declines alone at 0.1: +2.8 on the 24 rows that
-# refuse or decline, +0.2 elsewhere (docs/experiments/router-declines.md). Off: the
-# validation rows whose plan has two or more steps fell 3.1 points at 0.1 and 0.3, lower
-# on every seed, and on the quickstart's seeds 0-2 the generator's held-out split fell
-# 0.943 -> 0.917, asked steps dropped ("moving version of this still with teal color"
-# became a grade alone; docs/experiments/router-mentions.md). At 0.1 and 0.1 the
-# multi-step rows fell 2.6 (docs/experiments/router-mentions-lower-rate.md); declines
-# alone at 0.1, val14 +19.8, multi-step -1.6, every other row -0.9
-# (docs/experiments/router-declines-alone.md).
+# thumbnail for a video I've already edited"), each from its own stream. Declines off:
+# alone at 0.1 (quickstart SFT, seeds 140-142), handwritten_val14 (requests that name a
+# medium they do not ask for) +19.8 points, but the validation rows whose plan has two or
+# more steps -1.6, every other row -0.9 and handwritten_val10 -3.6 on every seed
+# (docs/experiments/router-declines-alone.md); with destinations, the multi-step rows fell
+# 2.6-3.1 (docs/experiments/router-mentions.md, router-mentions-lower-rate.md).
 DECLINE_PROB = 0.0
-DESTINATION_PROB = 0.0
-# Share of the destination requests (where the catalog has a plan that also makes the named
-# medium) turned into their twin that asks for it (`destinations.TWINS`), from its own
-# stream, for the destination kinds in `TWIN_KINDS`. Off: at 0.5 of destinations 0.3 on
-# both kinds (quickstart SFT, seeds 143-145), handwritten_val14 +8.3 points and the
-# validation rows whose plan has two or more steps +0.3 (destinations alone: +12.5 and
-# -1.5), but handwritten_val10 -4.7, lower on every seed: the audio twins, a spoken line
-# in quotes plus "make the video too", taught titled videos to gain a voice
-# (docs/experiments/router-destination-twins.md).
-TWIN_PROB = 0.0
-TWIN_KINDS = ("still_for_video", "audio_for_video")
+# Destinations at 0.3 alone cost the multi-step rows 1.5 points (seeds 143-145): a router
+# taught "a medium named in such a phrase is not asked" read asks backwards ("a still, then
+# animate it" became the still). `TWIN_PROB` of the destination requests of the kinds in
+# `TWIN_KINDS` become their twin, which asks for the medium named, labelled with the plan
+# that makes it too (`destinations.TWINS`), from its own stream. Measured effect of 0.3,
+# 0.5 and the stills' twins against the data without destinations (quickstart SFT, seeds
+# 146-148): handwritten_val14 0.589 -> 0.703 (+6.2 to +15.6 by seed), the multi-step rows
+# +0.4, every other validation row +0.7, none of the fourteen sets lower by more than 2.1
+# (docs/experiments/router-still-twins.md). The audio twins (a new video under the sound)
+# are left out: with them handwritten_val10 fell 4.7 on every seed, titled videos gaining
+# a voice (docs/experiments/router-destination-twins.md).
+DESTINATION_PROB = 0.3
+TWIN_PROB = 0.5
+TWIN_KINDS: tuple[str, ...] = ("still_for_video",)
 
 
 def lever(
