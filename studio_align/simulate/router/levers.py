@@ -164,7 +164,10 @@ DECLINE_PROB = 0.0
 # 0.5 and the stills' twins against the data without destinations (quickstart SFT, seeds
 # 146-148): handwritten_val14 0.589 -> 0.703 (+6.2 to +15.6 by seed), the multi-step rows
 # +0.4, every other validation row +0.7, none of the fourteen sets lower by more than 2.1
-# (docs/experiments/router-still-twins.md). The audio twins (a new video under the sound)
+# (docs/experiments/router-still-twins.md). On the quickstart's seeds 0-2, SFT:
+# handwritten_val14 0.557 -> 0.714, but handwritten_val10 (quoted words to render)
+# 0.844 -> 0.771 on every seed and handwritten_v4 0.861 -> 0.806; the served router's
+# abstention on the held-out split 5.5 % -> 1.1 %. The audio twins (a new video under the sound)
 # are left out: with them handwritten_val10 fell 4.7 on every seed, titled videos gaining
 # a voice (docs/experiments/router-destination-twins.md).
 DESTINATION_PROB = 0.3
