@@ -6,7 +6,8 @@ RUNS/qsN is `studio-align quickstart --out RUNS/qsN --set seed=N` (router stages
 enough: `--set grading=false --set flow=false`). Each checkpoint is scored with its own
 calibration, as served: `stages/sft/model` (SFT) and `router` (the final, served router).
 Sets: the generator's held-out split of that run, the packaged evaluation sets (or the
-packaged sets named by `--sets`, validation sets among them), and each one's *agreed* rows (label == the simulated creators' majority plan; measurement only).
+packaged sets named by `--sets`, validation sets among them), and each one's *agreed*
+rows (label == the simulated creators' majority plan; measurement only).
 Prints one row per (router, set): mean ± standard deviation over the seeds of exact-plan
 accuracy (all, English, Chinese), step F1 by language, ECE, coverage at 95 % selective
 accuracy and the abstain rate.

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from studio_align.simulate.router.levers import attach_pools
+from studio_align.simulate.router.levers import TWIN_KINDS, attach_pools
 from studio_align.simulate.router.phrases import GRADE, I2V, MUSIC, SPEECH, T2V, Intent
 from studio_align.simulate.router.refusals import IMAGE_STEPS
 
@@ -118,7 +118,7 @@ def destination_or_twin(
     intents: Sequence[Intent],
     twin_prob: float,
     twin_rng: random.Random,
-    twin_kinds: Sequence[str] = tuple(TWINS),
+    twin_kinds: Sequence[str] = TWIN_KINDS,
 ) -> tuple[Intent, str]:
     """`text` with a phrase naming what it is for, a medium `intent`'s plan does not make;
     or, for a kind in `twin_kinds`, a `twin_prob` share of the time (drawn from `twin_rng`)
