@@ -2,7 +2,7 @@
 validation only (the generator's validation split and the packaged validation sets,
 `eval.VAL_SETS`).
 
-    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lora RANK [--lora-table]] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--film P] [--palette P] [--long P] [--decline P] [--destination P] [--twin P [--twin-kinds KIND ...]] [--ema D] [--batch N] [--reuse] [--styles STYLE ...]
+    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lora RANK [--lora-table]] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--lettering P] [--film P] [--palette P] [--long P] [--decline P] [--destination P] [--twin P [--twin-kinds KIND ...]] [--ema D] [--batch N] [--reuse] [--styles STYLE ...]
 
 Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
@@ -37,7 +37,7 @@ from studio_align.simulate.router.requests import demo_splits
 
 # the generator's levers, each `--NAME P` passed to `demo_splits` as `NAME_prob`
 LEVERS = ("refusal", "wide", "colloquial", "correction", "prompt", "busy", "anime", "anime_subject",
-          "context", "spoken", "foreign", "dialect", "fix", "text", "film", "palette", "long", "decline",
+          "context", "spoken", "foreign", "dialect", "fix", "text", "lettering", "film", "palette", "long", "decline",
           "destination", "twin")  # fmt: skip
 
 

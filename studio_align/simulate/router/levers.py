@@ -4,7 +4,7 @@ random streams, and their text edits on a rendered request.
 Each lever (`requests.generate_examples`: wide lexicon, prompt style, busy subjects, anime
 styles and subjects, spoken lines, context lines, corrections, colloquial, refusals,
 declines, destinations, other languages, Cantonese and pinyin, colour correction, words to
-render, cinema as a look, palettes) draws from its own stream, so turning one on or changing its rate leaves the
+render, words as the subject, cinema as a look, palettes) draws from its own stream, so turning one on or changing its rate leaves the
 generator's other draws as they were: the measured effect of a lever is its own, not that
 of a resampled training set. A swap (`swap_first`) draws its word only where the text has one
 to replace, so a lever that rewrites a request earlier in the chain also moves the later
@@ -124,6 +124,12 @@ FIX_PROB = 0.0
 # +5.2); their 62 voiceover rows -0.4. Without speech clauses the lever
 # cost those rows 3.2 points (docs/experiments/router-rendered-text.md).
 TEXT_PROB = 0.1
+# Fraction of training requests whose subject (a still or a clip made from words) or, in an
+# edit, whose change is swapped for one whose point is words to render
+# (`rendered_text.with_lettering`: "a vintage tin sign reading 'Last Call'", "add the words
+# 'Game Night' across the top"), from its own stream. Off until measured
+# (docs/experiments/router-lettering.md).
+LETTERING_PROB = 0.0
 # Fraction of training requests given a phrase of cinema's words as a look for a step of
 # their plan that makes something new (`film_words`: "cinematic lighting" on a still, "like
 # a film score" on music), from its own stream. Measured effect against the data without it

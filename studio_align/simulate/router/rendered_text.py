@@ -14,12 +14,20 @@ come from one pool whatever the step, and a voiceover gets its own clauses ("nar
 speech clauses, the lever taught the router that a quote in a video request is a title
 card, and narrated videos lost their voiceover. The plan does not change: the words are
 what that step draws, shows, sings or speaks, never a step of their own.
+
+A clause after the request leaves the requests whose point is the words (a sign that
+reads them, a photo they are added to) unwritten, and a router trained without them read
+such a request's quote as a voiceover: "a sign that reads 'stay weird'" became speech.
+`with_lettering` swaps a request's subject for a thing that carries words
+(`LETTERED_SUBJECTS`: "a vintage tin sign reading 'Last Call'"), or an edit's change for
+adding or changing words (`LETTERED_EDITS`); the plan does not change.
 """
 
 from __future__ import annotations
 
 import random
 
+from studio_align.simulate.router.levers import swap_first
 from studio_align.simulate.router.phrases import (
     BOARD,
     EDIT,
@@ -32,6 +40,7 @@ from studio_align.simulate.router.phrases import (
     V2V,
     Intent,
 )
+from studio_align.simulate.router.slots import SLOTS
 
 # fmt: off
 WORDS = {
@@ -92,3 +101,39 @@ def with_rendered_text(intent: Intent, text: str, lang: str, rng: random.Random)
     if lang == "zh":
         return text + "，" + clause
     return text + rng.choice((", ", "; ", " - ")) + clause
+
+
+# fmt: off
+# things whose point is their words, swapped in for `SLOTS["subject"]` (a still or a clip
+# made from words); `{q}` is filled with quoted `WORDS`
+LETTERED_SUBJECTS = {
+    "en": ("a café chalkboard that says {q}", "a vintage tin sign reading {q}",
+           "a birthday cake with {q} piped in icing", "a T-shirt printed with {q}",
+           "a coffee mug that reads {q}", "a protest placard saying {q}", "a graffiti wall spelling out {q}",
+           "a bookmark with {q} in gold foil", "a canvas tote bag printed with {q}", "a road sign that reads {q}",
+           "a doormat that says {q}", "the words {q} in chrome 80s letters", "the word {q} spelled in balloons"),
+    "zh": ("写着{q}的小黑板", "一块复古铁皮牌，上面写着{q}", "奶油写着{q}的生日蛋糕", "印着{q}的白T恤",
+           "印着{q}的马克杯", "喷着{q}的涂鸦墙", "烫金写着{q}的书签", "印着{q}的帆布袋", "写着{q}的路牌",
+           "写着{q}的门垫", "用气球拼出的{q}", "毛笔字写的{q}"),
+}
+# changes that add or change words, swapped in for `SLOTS["edit"]` (an edit of an upload)
+LETTERED_EDITS = {
+    "en": ("add the words {q} across the top", "write {q} on the blank sign in the back",
+           "put {q} in the corner in a handwritten font", "change the text on the shop front to {q}",
+           "add a caption that says {q} under the subject", "stamp {q} diagonally over it"),
+    "zh": ("在右上角加上{q}几个字", "把门头的字改成{q}", "左下角写一行{q}", "给它加上手写体的{q}",
+           "在空白的地方印上{q}", "斜着盖一个{q}的章"),
+}
+# fmt: on
+
+
+def with_lettering(text: str, lang: str, rng: random.Random) -> str:
+    """`text` with its subject swapped for one of `LETTERED_SUBJECTS`, or where it has none,
+    its edit for one of `LETTERED_EDITS`, the words quoted; unchanged where it has neither
+    (typos, or a template without those slots). One draw of `rng`."""
+    rng = random.Random(rng.getrandbits(64))
+    swapped = swap_first(text, SLOTS["subject"], LETTERED_SUBJECTS, rng)
+    if swapped == text:
+        swapped = swap_first(text, SLOTS["edit"], LETTERED_EDITS, rng)
+    left, right = rng.choice(QUOTES[lang])
+    return swapped.replace("{q}", left + rng.choice(WORDS[lang]) + right)

@@ -49,6 +49,7 @@ from studio_align.simulate.router.levers import (
     FILM_PROB,
     FIX_PROB,
     FOREIGN_PROB,
+    LETTERING_PROB,
     LONG_PROB,
     PALETTE_PROB,
     PROMPT_PROB,
@@ -90,7 +91,7 @@ from studio_align.simulate.router.phrases import (
 )
 from studio_align.simulate.router.prompt_style import render_prompt
 from studio_align.simulate.router.refusals import add_refusal
-from studio_align.simulate.router.rendered_text import with_rendered_text
+from studio_align.simulate.router.rendered_text import with_lettering, with_rendered_text
 from studio_align.simulate.router.slots import (
     ANIME_STYLES,
     ANIME_SUBJECTS,
@@ -221,6 +222,7 @@ def generate_examples(
     dialect_prob: float | None = None,
     fix_prob: float | None = None,
     text_prob: float | None = None,
+    lettering_prob: float | None = None,
     film_prob: float | None = None,
     palette_prob: float | None = None,
     long_prob: float | None = None,
@@ -260,7 +262,10 @@ def generate_examples(
     `fix_prob` (default `FIX_PROB` in training, 0 otherwise) rewrites that fraction of the
     grade requests on an upload as a colour problem to fix (`color_fix`). `text_prob`
     (default `TEXT_PROB` in training, 0 otherwise) adds to that fraction quoted words for
-    one step of the plan to draw, show, sing or speak (`rendered_text`). `film_prob`
+    one step of the plan to draw, show, sing or speak (`rendered_text`), and
+    `lettering_prob` (default `LETTERING_PROB` in training, 0 otherwise) swaps that
+    fraction's subject, or an edit's change, for one whose point is words to render
+    (`rendered_text.with_lettering`). `film_prob`
     (default `FILM_PROB` in training, 0 otherwise) adds to that fraction a phrase of
     cinema's words as a look for a step that makes something new (`film_words`), and
     `palette_prob` (default `PALETTE_PROB` in training, 0 otherwise) the colours wanted to
@@ -293,6 +298,7 @@ def generate_examples(
     dialect_prob, drng = lever(dialect_prob, DIALECT_PROB, "dialect", seed, split)
     fix_prob, fxrng = lever(fix_prob, FIX_PROB, "fix", seed, split)
     text_prob, trng = lever(text_prob, TEXT_PROB, "text", seed, split)
+    lettering_prob, ltrng = lever(lettering_prob, LETTERING_PROB, "lettering", seed, split)
     film_prob, fmrng = lever(film_prob, FILM_PROB, "film", seed, split)
     palette_prob, plrng = lever(palette_prob, PALETTE_PROB, "palette", seed, split)
     long_prob, lgrng = lever(long_prob, LONG_PROB, "long", seed, split)
@@ -342,6 +348,8 @@ def generate_examples(
             text = swap_first(text, SLOTS["style"], ANIME_STYLES, arng)
         if anime_subject_prob > 0 and asrng.random() < anime_subject_prob:
             text = swap_first(text, SLOTS["subject"], ANIME_SUBJECTS, asrng)
+        if lettering_prob > 0 and ltrng.random() < lettering_prob:
+            text = with_lettering(text, lang, ltrng)
         if spoken_prob > 0 and lrng.random() < spoken_prob:
             text = swap_first(text, SLOTS["line"], SPOKEN_LINES, lrng)
         if film_prob > 0 and fmrng.random() < film_prob:
@@ -446,6 +454,7 @@ class LeverProbs(TypedDict, total=False):
     dialect_prob: float | None
     fix_prob: float | None
     text_prob: float | None
+    lettering_prob: float | None
     film_prob: float | None
     palette_prob: float | None
     long_prob: float | None
