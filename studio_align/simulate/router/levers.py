@@ -127,7 +127,10 @@ TEXT_PROB = 0.1
 # Fraction of training requests whose subject (a still or a clip made from words) or, in an
 # edit, whose change is swapped for one whose point is words to render
 # (`rendered_text.with_lettering`: "a vintage tin sign reading 'Last Call'", "add the words
-# 'Game Night' across the top"), from its own stream. Off until measured
+# 'Game Night' across the top"), from its own stream. Off: at 0.2 against the data without
+# it (quickstart SFT, seeds 149-151), handwritten_val10 (requests with words to render)
+# +2.1 points (per-seed sd 9.4), under the 4.0 its study asked for; every other validation
+# row +0.2, none lower by more than 3.0 on every seed; its videos with a title -16.7
 # (docs/experiments/router-lettering.md).
 LETTERING_PROB = 0.0
 # Fraction of training requests given a phrase of cinema's words as a look for a step of
