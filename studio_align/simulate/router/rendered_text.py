@@ -106,7 +106,7 @@ def with_rendered_text(intent: Intent, text: str, lang: str, rng: random.Random)
 # fmt: off
 # things whose point is their words, swapped in for `SLOTS["subject"]` (a still or a clip
 # made from words); `{q}` is filled with quoted `WORDS`
-LETTERED_SUBJECTS = {
+LETTERED_SUBJECTS: dict[str, tuple[str, ...]] = {
     "en": ("a café chalkboard that says {q}", "a vintage tin sign reading {q}",
            "a birthday cake with {q} piped in icing", "a T-shirt printed with {q}",
            "a coffee mug that reads {q}", "a protest placard saying {q}", "a graffiti wall spelling out {q}",
@@ -117,7 +117,7 @@ LETTERED_SUBJECTS = {
            "写着{q}的门垫", "用气球拼出的{q}", "毛笔字写的{q}"),
 }
 # changes that add or change words, swapped in for `SLOTS["edit"]` (an edit of an upload)
-LETTERED_EDITS = {
+LETTERED_EDITS: dict[str, tuple[str, ...]] = {
     "en": ("add the words {q} across the top", "write {q} on the blank sign in the back",
            "put {q} in the corner in a handwritten font", "change the text on the shop front to {q}",
            "add a caption that says {q} under the subject", "stamp {q} diagonally over it"),
