@@ -25,14 +25,19 @@ def fit_checkpoint_prior(
     validation: str | Path | None = None,
     strength: float,
     top_k: int,
+    windows: float = 0.0,
 ) -> dict[str, Any]:
     """`model fit-prior`: fit the plan prior of the router at `checkpoint` on the labelled
     `train` file (its own training requests at best), the L2 weight chosen on
-    `validation` when given, and save it beside the weights. Returns what was fitted."""
+    `validation` when given, and save it beside the weights; `windows` its weight against
+    the plans of a long request's windows of sentences (0: none). Returns what was fitted."""
     if is_ensemble(checkpoint):
         raise ConfigError(f"{checkpoint} is an ensemble: fit the prior of each member")
-    if strength < 0 or top_k < 1:
-        raise ConfigError(f"--strength {strength} / --top-k {top_k}: need >= 0 and >= 1")
+    if strength < 0 or top_k < 1 or windows < 0:
+        raise ConfigError(
+            f"--strength {strength} / --top-k {top_k} / --windows {windows}: "
+            "need >= 0, >= 1 and >= 0"
+        )
     rows = read_examples(train)
     if not rows:
         raise DataError(f"{train}: no labelled routing examples to fit the prior on")
@@ -41,7 +46,7 @@ def fit_checkpoint_prior(
     unknown = sorted({s for r in rows for s in r["plan"]} - set(catalog.names))
     if unknown:
         raise DataError(f"{train}: steps not in {checkpoint}'s catalog: {unknown}")
-    prior = fit_prior(rows, val, catalog, strength=strength, top_k=top_k)
+    prior = fit_prior(rows, val, catalog, strength=strength, top_k=top_k, windows=windows)
     prior.save(checkpoint)
     return {"checkpoint": str(checkpoint), "plans": len(prior.plans), "train": len(rows),
-            "validation": len(val), "strength": strength, "top_k": top_k}  # fmt: skip
+            "validation": len(val), "strength": strength, "top_k": top_k, "windows": windows}  # fmt: skip

@@ -164,6 +164,8 @@ _PRIOR = PriorSettings()
               help="Weight of the prior's log-probability against the router's.")  # fmt: skip
 @click.option("--top-k", type=click.IntRange(min=1), default=_PRIOR.top_k, show_default=True,
               help="How many of the prior's plans are candidates.")  # fmt: skip
+@click.option("--windows", type=click.FloatRange(min=0.0), default=_PRIOR.windows, show_default=True,
+              help="Weight of the prior against the plans of a long request's windows of sentences; 0: none.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def fit_prior_command(
     checkpoint: Path,
@@ -171,19 +173,20 @@ def fit_prior_command(
     validation: Path | None,
     strength: float,
     top_k: int,
+    windows: float,
     as_json: bool,
 ) -> None:
     """Fit CHECKPOINT's plan prior, which re-ranks the plans of requests longer than the
     router reads (docs/router.md), and save it beside the weights."""
     res = fit_checkpoint_prior(
-        checkpoint, train, validation=validation, strength=strength, top_k=top_k
+        checkpoint, train, validation=validation, strength=strength, top_k=top_k, windows=windows
     )
     if as_json:
         click.echo(json.dumps(res, indent=2))
         return
     click.echo(
         f"{checkpoint}: plan prior over {res['plans']} plans from {res['train']} requests "
-        f"(strength {strength:g}, top {top_k})"
+        f"(strength {strength:g}, top {top_k}, windows {windows:g})"
     )
 
 

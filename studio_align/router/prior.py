@@ -51,6 +51,7 @@ from studio_align.models.encoders.use import UniversalSentenceEncoder, load_use
 from studio_align.router.analysis import Analysis, analyse
 from studio_align.router.calibration import plan_logprob
 from studio_align.router.format import MAX_TEXT_TOKENS, encode_plan, request_fields, text_pieces
+from studio_align.router.windows import read_windows
 
 PRIOR_FILE = "plan_prior.npz"
 L2_GRID = (1e-6, 1e-5, 1e-4)  # 1e-7 and 1e-3 were never chosen on validation (3 seeds)
@@ -116,6 +117,7 @@ class PlanPrior:
     bias: np.ndarray  # [P]
     strength: float  # the weight of its log-probability against the router's
     top_k: int  # how many of its plans are candidates
+    windows: float = 0.0  # its weight against a window's plan (`windows.py`); 0: no windows
 
     def log_probs_of(self, x: np.ndarray, attachments: Sequence[Sequence[str]], catalog: Catalog):
         """`[N, P]` log-probabilities over the plans valid for each request's attachments
@@ -142,6 +144,7 @@ class PlanPrior:
             bias=self.bias.astype(np.float32),
             strength=np.float32(self.strength),
             top_k=np.int32(self.top_k),
+            windows=np.float32(self.windows),
         )
         return f
 
@@ -154,7 +157,9 @@ class PlanPrior:
         try:
             with np.load(f) as z:
                 plans = tuple(tuple(str(s) for s in p) for p in json.loads(str(z["plans"])))
-                prior = cls(plans, z["weight"], z["bias"], float(z["strength"]), int(z["top_k"]))
+                windows = float(z["windows"]) if "windows" in z.files else 0.0  # saved before them
+                prior = cls(plans, z["weight"], z["bias"], float(z["strength"]), int(z["top_k"]),
+                            windows)  # fmt: skip
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(f"{f}: invalid plan prior ({e})") from e
         if prior.weight.shape != (prior_dim(), len(plans)) or prior.bias.shape != (len(plans),):
@@ -176,24 +181,25 @@ def fit_prior(
     *,
     strength: float,
     top_k: int,
+    windows: float = 0.0,
 ) -> PlanPrior:
     """Fit the prior on `train` (rows with `request` and `plan`) over the plans it holds,
     the L2 weight chosen by exact-plan accuracy on `val` (the middle of the grid when `val`
-    is empty)."""
+    is empty); `windows` its weight against windows' plans (0: none)."""
     plans = tuple(sorted({tuple(r["plan"]) for r in train}))
     index = {p: i for i, p in enumerate(plans)}
     x = prior_features([r["request"] for r in train])
     y = np.array([index[tuple(r["plan"])] for r in train])
     if not val:
         w, b = fit_logistic(x, y, len(plans), L2_GRID[len(L2_GRID) // 2])
-        return PlanPrior(plans, w, b, strength, top_k)
+        return PlanPrior(plans, w, b, strength, top_k, windows)
     vx = prior_features([r["request"] for r in val])
     gold = np.array([index.get(tuple(r["plan"]), -1) for r in val])
     vatts = [request_fields(r["request"])[1] for r in val]
     best: tuple[float, PlanPrior] | None = None
     for l2 in L2_GRID:
         w, b = fit_logistic(x, y, len(plans), l2)
-        prior = PlanPrior(plans, w, b, strength, top_k)
+        prior = PlanPrior(plans, w, b, strength, top_k, windows)
         acc = float(np.mean(prior.log_probs_of(vx, vatts, catalog).argmax(axis=1) == gold))
         if best is None or acc > best[0]:
             best = (acc, prior)
@@ -221,7 +227,8 @@ def rerank(
 ) -> tuple[list[list[int]], np.ndarray | None, Analysis | None]:
     """The router's plans (completion ids), their log-probabilities and analysis, with the
     plans of requests longer than its window re-ranked by `router.prior` (module
-    docstring). `logps` None: read from `an` where a long request needs them. Nothing
+    docstring), then, where the prior has `windows`, read in windows of sentences
+    (`windows.py`). `logps` None: read from `an` where a long request needs them. Nothing
     changes for a router without a prior or a batch without a long request."""
     plans = [list(c) for c in comps]
     prior: PlanPrior | None = router.prior
@@ -235,6 +242,28 @@ def rerank(
     logps = np.array(logps, np.float64)
     lp = prior.log_probs([requests[i] for i in long], router.catalog)
     plan_ids = [encode_plan(router.tokenizer, list(p)) for p in prior.plans]
+    plans, logps, an = _vote(router, prior, prompts, inits, long, lp, plan_ids, plans, logps, an)
+    if prior.windows > 0:
+        plans, logps, an = read_windows(router, requests, prompts, inits, long, lp, plan_ids,
+                                        plans, logps, an, prior.windows)  # fmt: skip
+    return plans, logps, an
+
+
+def _vote(
+    router: Any,
+    prior: PlanPrior,
+    prompts: Sequence[Sequence[int]],
+    inits: Sequence[int],
+    long: Sequence[int],
+    lp: np.ndarray,
+    plan_ids: Sequence[Sequence[int]],
+    plans: list[list[int]],
+    logps: np.ndarray,
+    an: Analysis | None,
+) -> tuple[list[list[int]], np.ndarray, Analysis | None]:
+    """The prior's vote on the long requests' plans (rows `long`; `lp` their prior
+    log-probabilities): the greedy plan against the prior's `top_k`, each scored on the
+    whole request."""
     index = {tuple(c): j for j, c in enumerate(plan_ids)}
     best = np.full(len(long), -np.inf)
     for r, i in enumerate(long):
@@ -244,7 +273,7 @@ def rerank(
     # a candidate other than the greedy plan has at most 1 - p(greedy) of the router's
     # probability, so one whose bound cannot beat the greedy plan's score is not scored
     with np.errstate(divide="ignore"):
-        room = np.log1p(-np.exp(np.minimum(logps[long], 0.0)))
+        room = np.log1p(-np.exp(np.minimum(logps[list(long)], 0.0)))
     pairs = [(r, int(j)) for r in range(len(long)) for j in np.argsort(-lp[r])[: prior.top_k]
              if np.isfinite(best[r]) and np.isfinite(lp[r, j]) and plan_ids[j] != plans[long[r]]
              and room[r] + prior.strength * lp[r, j] > best[r]]  # fmt: skip

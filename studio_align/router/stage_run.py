@@ -78,7 +78,8 @@ def prior_stage(
             prior.save(checkpoint)
         return
     val = list(data.val) + [r for name in packaged.VAL_SETS for r in packaged.load(name)]
-    fit_prior(data.train, val, catalog, strength=cfg.prior.strength, top_k=cfg.prior.top_k).save(
+    p = cfg.prior
+    fit_prior(data.train, val, catalog, strength=p.strength, top_k=p.top_k, windows=p.windows).save(
         checkpoint
     )
 

