@@ -2,7 +2,7 @@
 quickstart's SFT and served routers of several seeds.
 
     python bench/router_long_windows.py RUNS [--seeds 0 1 2] [--windows 0.25] \
-        [--sets handwritten_val11 handwritten_val12]
+        [--sets handwritten_val11 handwritten_val12] [--latency]
 
 RUNS/qsN is `studio-align quickstart --out RUNS/qsN --set seed=N` (router stages are
 enough). Each checkpoint is routed as served (its calibration and plan prior), once with
@@ -10,12 +10,17 @@ its prior's `windows` set to 0 and once to `--windows`. Prints, per router and s
 means over the seeds (and each seed) of exact-plan accuracy, the abstain rate, the rate of
 wrong plans routed (not abstained), and on the *agreed* rows (label == the simulated
 creators' majority plan; measurement only) exact accuracy and wrong plans routed.
+`--latency` instead times `decide` on one request at a time (the first seed's served
+router, warmed up, each set's requests three times, without and with windows interleaved
+twice) and prints the p50 and p90 in milliseconds of wall time, and the load.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,14 +51,47 @@ def score(router: Router, rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     }  # fmt: skip
 
 
+def latency(router: Router, requests: Sequence[Any], windows: float) -> list[float]:
+    """Milliseconds of `decide` on each of `requests`, one at a time."""
+    assert router.prior is not None
+    router.prior.windows = windows
+    out = []
+    for r in requests:
+        t0 = time.perf_counter()
+        router.decide([r])
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
+
+
+def time_it(path: Path, requests: Sequence[Any], w: float) -> None:
+    router = Router.load(path)
+    router.warmup([1])
+    for x in (0.0, w):
+        latency(router, requests, x)  # the first call of each shape is not timed
+    times: dict[float, list[float]] = {0.0: [], w: []}
+    load = os.getloadavg()[0]
+    for _ in range(2):
+        for x in (0.0, w):
+            times[x] += latency(router, list(requests) * 3, x)
+    for x, t in times.items():
+        print(f"windows {x:g}: p50 {np.percentile(t, 50):.1f} ms, p90 {np.percentile(t, 90):.1f} ms "
+              f"({len(t)} requests)")  # fmt: skip
+    print(f"load {load:.2f} -> {os.getloadavg()[0]:.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", type=Path)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--windows", type=float, default=0.25)
     ap.add_argument("--sets", nargs="+", default=["handwritten_val11", "handwritten_val12"])
+    ap.add_argument("--latency", action="store_true", help="time decide one request at a time")
     args = ap.parse_args(argv)
     sets = {n: packaged.load(n) for n in args.sets}
+    if args.latency:
+        reqs = [r["request"] for rows in sets.values() for r in rows]
+        time_it(args.runs / f"qs{args.seeds[0]}" / ROUTERS["served"], reqs, args.windows)
+        return 0
     res: dict[tuple[str, str, float], list[dict[str, float]]] = {}
     for seed in args.seeds:
         for who, rel in ROUTERS.items():
