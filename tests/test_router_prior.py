@@ -7,22 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from flax import nnx
+from use_router_helpers import tiny_use_router
 
 from studio_align.catalog import default_catalog
 from studio_align.cli import main
 from studio_align.errors import CheckpointError
-from studio_align.models.conditioned import ConditionedConfig, EncoderConditionedLM
-from studio_align.models.config import ModelConfig
 from studio_align.models.encoders import protocol
-from studio_align.models.encoders.use import load_use
-from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.router import analysis
 from studio_align.router.calibration import plan_logprob
 from studio_align.router.checkpoint import save_router
 from studio_align.router.data import write_jsonl
 from studio_align.router.ensemble import save_ensemble
-from studio_align.router.format import BOS, EOS, MAX_TEXT_TOKENS, PAD, UNK, special_tokens
+from studio_align.router.format import MAX_TEXT_TOKENS
 from studio_align.router.prior import PRIOR_FILE, PlanPrior, fit_prior, is_long
 from studio_align.router.router import Router
 from studio_align.router.settings import RouterSettings, StageData
@@ -52,13 +48,7 @@ def prior(splits) -> PlanPrior:
 
 @pytest.fixture(scope="module")
 def router() -> Router:
-    specials = special_tokens(CAT)
-    tok = use_tokenizer(specials, roles={"pad": PAD, "bos": BOS, "eos": EOS, "unk": UNK})
-    cfg = ConditionedConfig(
-        decoder=ModelConfig.tiny(vocab_size=len(specials)), text_start_id=tok.bos_id
-    )
-    model = EncoderConditionedLM(cfg, rngs=nnx.Rngs(0), encoder=load_use())
-    return Router(model, tok, CAT, max_steps=3)
+    return tiny_use_router()
 
 
 def test_the_prior_learns_its_training_plans_and_masks_invalid_ones(splits, prior) -> None:

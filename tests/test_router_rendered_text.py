@@ -10,8 +10,7 @@ from pytest import MonkeyPatch
 from router_lever_helpers import hand_written_texts, lever_changes
 
 from studio_align.simulate.router import rendered_text
-from studio_align.simulate.router.phrases import INTENTS
-from studio_align.simulate.router.phrases import EDIT, T2I, T2V
+from studio_align.simulate.router.phrases import EDIT, INTENTS, T2I, T2V
 from studio_align.simulate.router.rendered_text import (
     CLAUSES,
     LETTERED_EDITS,

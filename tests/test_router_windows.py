@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flax import nnx
+from use_router_helpers import tiny_use_router
 
 from studio_align.catalog import default_catalog
 from studio_align.generation import compiles, sampler
-from studio_align.models.conditioned import ConditionedConfig, EncoderConditionedLM
-from studio_align.models.config import ModelConfig
-from studio_align.models.encoders.use import load_use
-from studio_align.models.encoders.use_tokenizer import use_tokenizer
 from studio_align.router import analysis
 from studio_align.router.calibration import plan_logprob
-from studio_align.router.format import BOS, EOS, PAD, UNK, encode_plan, special_tokens, text_pieces
+from studio_align.router.format import encode_plan, text_pieces
 from studio_align.router.prior import PlanPrior
 from studio_align.router.router import Router
 from studio_align.router.windows import (
@@ -67,13 +63,7 @@ def test_windows_are_runs_of_whole_sentences_within_the_limit() -> None:
 
 @pytest.fixture(scope="module")
 def router() -> Router:
-    specials = special_tokens(CAT)
-    tok = use_tokenizer(specials, roles={"pad": PAD, "bos": BOS, "eos": EOS, "unk": UNK})
-    cfg = ConditionedConfig(
-        decoder=ModelConfig.tiny(vocab_size=len(specials)), text_start_id=tok.bos_id
-    )
-    model = EncoderConditionedLM(cfg, rngs=nnx.Rngs(0), encoder=load_use())
-    return Router(model, tok, CAT, max_steps=3)
+    return tiny_use_router()
 
 
 def _windows(router: Router) -> tuple[list[list[int]], np.ndarray, analysis.Analysis]:
