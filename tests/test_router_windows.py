@@ -1,7 +1,8 @@
 """Long requests read in windows of sentences (`router/windows.py`): the windows are runs
 of whole sentences within the router's window; a window's plan wins only by its score; a
-plan both readings give keeps the window's analysis, another is scored on the whole
-request; short requests never change; warm-up compiles what the windows decode."""
+plan both readings give keeps the window's confidence, another is scored on the whole
+request; the memory key stays the request's; short requests never change; warm-up
+compiles what the windows decode."""
 
 from __future__ import annotations
 
@@ -115,15 +116,19 @@ def test_a_window_plan_the_whole_request_did_not_give_is_scored_on_the_whole_req
     assert _read(router, other, -0.01, np.log([1e-9, 1.0]), plan_ids)[0] == [other]
 
 
-def test_a_plan_both_readings_give_keeps_the_windows_analysis(router) -> None:
+def test_a_plan_both_readings_give_keeps_the_windows_confidence(router) -> None:
     comps, logp, wan = _windows(router)
     best = int(np.argmax(logp))
     win = list(comps[best])
-    same = [w for w, c in enumerate(comps) if list(c) == win]
     plans, logps, an = _read(router, win, -50.0, np.log([1.0]), [win])
     assert plans == [win] and an is not None
-    assert np.isclose(logps[0], logp[same].max(), atol=1e-6)
-    np.testing.assert_allclose(an.hidden[0], wan.hidden[best], atol=1e-6)
+    assert np.isclose(logps[0], logp[best], atol=1e-6)
+    np.testing.assert_allclose(an.step_logits[0], wan.step_logits[best], atol=1e-6)
+    # the `<plan>` state and memory key stay the whole request's (`embed` stores that key)
+    whole = router.analyse([LONG])[1]
+    np.testing.assert_allclose(an.hidden[0], whole.hidden[0], atol=1e-6)
+    keys = router.memory_keys(router.encode([LONG])[0], an)
+    np.testing.assert_allclose(keys[0], router.embed([LONG])[0], atol=1e-5)
 
 
 def test_short_requests_route_as_without_windows_and_long_ones_consistently(router) -> None:

@@ -19,9 +19,10 @@ How, for each request longer than the window, after the plan prior's re-ranking
   `log p(plan | the text it was decoded from) + strength * log p_prior(plan)`
   (`PlanPrior.windows`); the highest wins, and a plan the prior never saw cannot win;
 - the confidence: where the winning window's plan is the plan the whole request gave, the
-  two readings agree and the window's analysis (confidence, unfamiliarity, memory state)
-  is kept; where they differ, the plan is scored on the whole request and is as doubtful
-  as it is there. Chosen on the long validation set: with the window's confidence
+  two readings agree and the window's confidence (its step logits) is kept; where they
+  differ, the plan is scored on the whole request and is as doubtful as it is there. The
+  `<plan>` state and the memory key stay the whole request's, so the unfamiliarity score
+  reads the request, and feedback on it (`Router.embed`) and its lookups share one key. Chosen on the long validation set: with the window's confidence
   everywhere the served router abstained on none and routed 46 % wrong (33 % before);
   with the whole request's everywhere, it abstained on 48 % (35 % before).
 
@@ -91,6 +92,8 @@ def read_windows(
     request's plan (rows `long`, whose prior log-probabilities over the prior's plans
     `plan_ids` are the rows of `prior_lp`) replaced where a window's plan wins (module
     docstring). `an` None: only plans and log-probabilities."""
+    if not long:
+        return plans, logps, an
     column = {tuple(c): j for j, c in enumerate(plan_ids)}
 
     def score(r: int, plan: Sequence[int], logp: float) -> float:
@@ -121,16 +124,12 @@ def read_windows(
         full = analyse(router, [prompts[long[r]] for r, _ in differ],
                        [comps[w] for _, w in differ], [inits[long[r]] for r, _ in differ])  # fmt: skip
     if an is not None:
-        an = Analysis(np.array(an.step_logits), np.array(an.actions), np.array(an.hidden),
-                      None if an.sentence is None else np.array(an.sentence))  # fmt: skip
+        an = Analysis(np.array(an.step_logits), np.array(an.actions), an.hidden, an.sentence)
     for r, w in agree.items():
         i = long[r]
         logps[i] = wlogp[w]
         if an is not None:
-            an.step_logits[i], an.actions[i], an.hidden[i] = (
-                wan.step_logits[w], wan.actions[w], wan.hidden[w])  # fmt: skip
-            if an.sentence is not None and wan.sentence is not None:
-                an.sentence[i] = wan.sentence[w]
+            an.step_logits[i], an.actions[i] = wan.step_logits[w], wan.actions[w]
     if full is not None:
         own = plan_logprob(full.step_logits, full.actions)
         for q, (r, w) in enumerate(differ):
