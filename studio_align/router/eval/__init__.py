@@ -122,6 +122,15 @@
   a medium left out with its reason, "the narrator quit, so there's no voice this time").
   The set that scores what is chosen on the misses of `handwritten_val13`. Validation
   only, never training.
+- `handwritten_val15`: 16 validation requests (8 English, 8 Chinese), every one longer
+  than the router's 96 pieces (130-178), written on 7 December 2026 after windows of
+  sentences were adopted (`router/windows.py`) and before any model ran on them, in eight
+  styles the long sets above have none of, one a language each: `voice_memo` (dictation
+  with no punctuation at all), `forum_post`, `ticket_reply` (quoted history, then the
+  ask), `ps_ask` (a friend's letter, the ask in a P.S.), `group_chat` (many short lines,
+  the decision spread over them), `numbered_brief` (the ask in one numbered section),
+  `complaint_then_ask` and `quoted_client` (a forwarded email under a note that narrows
+  it). Validation only, never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -155,6 +164,7 @@ SETS = (
     "handwritten_val12",
     "handwritten_val13",
     "handwritten_val14",
+    "handwritten_val15",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -171,6 +181,7 @@ VAL_SETS = (
     "handwritten_val12",
     "handwritten_val13",
     "handwritten_val14",
+    "handwritten_val15",
 )
 # Sets in languages other than English and Chinese: not balanced between the two.
 OTHER_LANGUAGE_SETS = ("handwritten_val8",)
