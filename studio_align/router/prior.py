@@ -22,10 +22,12 @@ How a long request is routed:
 - the highest score wins. A greedy plan the prior has never seen (not one of its plans)
   is kept: the prior has no vote on it.
 Confidence, calibration, abstention and the memory then read the router's own analysis of
-the plan that won (`analysis.analyse`), so a plan the router doubts stays doubtful.
+the plan that won (`analysis.analyse`), so a plan the router doubts stays doubtful. Where
+the prior has a `windows` weight, the plan that won then competes with the plans of the
+request's windows of sentences (`windows.py`).
 
 A checkpoint carries its prior as `plan_prior.npz` (the plans, weights, `strength`,
-`top_k`); `Router.load` reads it, and a router without one routes as before. The router
+`top_k`, `windows`; a file saved before windows existed reads `windows` 0); `Router.load` reads it, and a router without one routes as before. The router
 pipelines fit it after SFT (`stage_run.prior_stage`); `model fit-prior` fits it for a
 router trained any other way.
 """

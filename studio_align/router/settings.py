@@ -179,8 +179,9 @@ class PriorSettings(Strict):
     # wins where log p(plan | window) + windows * log p_prior(plan) beats the request's plan
     # (`router/windows.py`); 0 = no windows. Measured effect of 0.25, chosen on
     # handwritten_val11, on handwritten_val12 (3 seeds): SFT exact 0.458 -> 0.667; the served
-    # router abstains on 29 % (31 %) and routes 28 % wrong (35 %)
-    # (docs/experiments/router-long-windows.md)
+    # router abstains on 29 % (31 %) and routes 28 % wrong (35 %); on handwritten_val15,
+    # written after, SFT 0.604 -> 0.729. A long request then takes p50 77 ms to route, one at
+    # a time on two cores, against 24 (docs/experiments/router-long-windows.md)
     windows: float = Field(0.25, ge=0.0)
 
 
