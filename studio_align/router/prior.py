@@ -27,9 +27,9 @@ the prior has a `windows` weight, the plan that won then competes with the plans
 request's windows of sentences (`windows.py`).
 
 A checkpoint carries its prior as `plan_prior.npz` (the plans, weights, `strength`,
-`top_k`, `windows`; a file saved before windows existed reads `windows` 0); `Router.load` reads it, and a router without one routes as before. The router
-pipelines fit it after SFT (`stage_run.prior_stage`); `model fit-prior` fits it for a
-router trained any other way.
+`top_k`, `windows`; a file saved before windows existed reads `windows` 0); `Router.load`
+reads it, and a router without one routes as before. The router pipelines fit it after SFT
+(`stage_run.prior_stage`); `model fit-prior` fits it for a router trained any other way.
 """
 
 from __future__ import annotations
