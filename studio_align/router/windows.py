@@ -92,8 +92,6 @@ def read_windows(
     request's plan (rows `long`, whose prior log-probabilities over the prior's plans
     `plan_ids` are the rows of `prior_lp`) replaced where a window's plan wins (module
     docstring). `an` None: only plans and log-probabilities."""
-    if not long:
-        return plans, logps, an
     column = {tuple(c): j for j, c in enumerate(plan_ids)}
 
     def score(r: int, plan: Sequence[int], logp: float) -> float:
@@ -116,7 +114,6 @@ def read_windows(
             best[r], won[r] = s, w
     if not won:
         return plans, logps, an
-    logps = np.array(logps, np.float64)
     agree = {r: w for r, w in won.items() if list(comps[w]) == plans[long[r]]}
     differ = [(r, w) for r, w in won.items() if r not in agree]
     full = None
@@ -142,26 +139,16 @@ def read_windows(
 
 def decode_windows(router: Any, windows: Sequence[Any]) -> tuple[list[list[int]], Analysis]:
     """Greedy plans and their analysis for `windows` (requests within the router's window),
-    `WINDOW_BATCH` at a time, the last batch padded with its own last window."""
+    `WINDOW_BATCH` at a time, the last batch padded with its own last window. Without the
+    sentence vectors: a window's memory key is never used (module docstring)."""
     comps: list[list[int]] = []
     parts: list[Analysis] = []
     for s in range(0, len(windows), WINDOW_BATCH):
         chunk = list(windows[s : s + WINDOW_BATCH])
         n = len(chunk)
         chunk += [chunk[-1]] * (WINDOW_BATCH - n)
-        prompts, inits = router.encode(chunk)
-        c, a = router._analyse(prompts, inits)
+        c, a = router._analyse(*router.encode(chunk))
         comps += [list(x) for x in c[:n]]
-        parts.append(Analysis(a.step_logits[:n], a.actions[:n], a.hidden[:n],
-                              None if a.sentence is None else a.sentence[:n]))  # fmt: skip
-    sentence = (
-        None
-        if any(p.sentence is None for p in parts)
-        else np.concatenate([p.sentence for p in parts if p.sentence is not None])
-    )
-    return comps, Analysis(
-        np.concatenate([p.step_logits for p in parts]),
-        np.concatenate([p.actions for p in parts]),
-        np.concatenate([p.hidden for p in parts]),
-        sentence,
-    )
+        parts.append(Analysis(a.step_logits[:n], a.actions[:n], a.hidden[:n]))
+    return comps, Analysis(*(np.concatenate([getattr(p, f) for p in parts])
+                             for f in ("step_logits", "actions", "hidden")))  # fmt: skip
