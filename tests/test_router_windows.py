@@ -20,6 +20,7 @@ from studio_align.router.router import Router
 from studio_align.router.windows import (
     MAX_WINDOWS,
     WINDOW_BATCH,
+    LongRows,
     decode_windows,
     read_windows,
     sentence_windows,
@@ -81,8 +82,8 @@ def _read(router: Router, full_plan: list[int], full_logp: float, lp: np.ndarray
     """`read_windows` on LONG alone, as if the whole request had given `full_plan`."""
     prompts, inits = router.encode([LONG])
     an = router.analyse([LONG])[1]
-    return read_windows(router, [LONG], prompts, inits, [0], lp[None, :], plan_ids,
-                        [list(full_plan)], np.array([full_logp]), an, 1.0)  # fmt: skip
+    long = LongRows(router, [LONG], prompts, inits, [0], lp[None, :], plan_ids)
+    return read_windows(long, [list(full_plan)], np.array([full_logp]), an, 1.0)
 
 
 def test_decoding_windows_in_batches_matches_decoding_them_alone(router) -> None:

@@ -53,7 +53,7 @@ from studio_align.models.encoders.use import UniversalSentenceEncoder, load_use
 from studio_align.router.analysis import Analysis, analyse
 from studio_align.router.calibration import plan_logprob
 from studio_align.router.format import MAX_TEXT_TOKENS, encode_plan, request_fields, text_pieces
-from studio_align.router.windows import read_windows
+from studio_align.router.windows import LongRows, read_windows
 
 PRIOR_FILE = "plan_prior.npz"
 L2_GRID = (1e-6, 1e-5, 1e-4)  # 1e-7 and 1e-3 were never chosen on validation (3 seeds)
@@ -244,47 +244,42 @@ def rerank(
     logps = np.array(logps, np.float64)
     lp = prior.log_probs([requests[i] for i in long], router.catalog)
     plan_ids = [encode_plan(router.tokenizer, list(p)) for p in prior.plans]
-    plans, logps, an = _vote(router, prior, prompts, inits, long, lp, plan_ids, plans, logps, an)
+    rows = LongRows(router, requests, prompts, inits, long, lp, plan_ids)
+    plans, logps, an = _vote(rows, prior, plans, logps, an)
     if prior.windows > 0:
-        plans, logps, an = read_windows(router, requests, prompts, inits, long, lp, plan_ids,
-                                        plans, logps, an, prior.windows)  # fmt: skip
+        plans, logps, an = read_windows(rows, plans, logps, an, prior.windows)
     return plans, logps, an
 
 
 def _vote(
-    router: Any,
+    long: LongRows,
     prior: PlanPrior,
-    prompts: Sequence[Sequence[int]],
-    inits: Sequence[int],
-    long: Sequence[int],
-    lp: np.ndarray,
-    plan_ids: Sequence[Sequence[int]],
     plans: list[list[int]],
     logps: np.ndarray,
     an: Analysis | None,
 ) -> tuple[list[list[int]], np.ndarray, Analysis | None]:
-    """The prior's vote on the long requests' plans (rows `long`; `lp` their prior
-    log-probabilities): the greedy plan against the prior's `top_k`, each scored on the
-    whole request."""
+    """The prior's vote on the long requests' plans: the greedy plan against the prior's
+    `top_k`, each scored on the whole request."""
+    router, rows, lp, plan_ids = long.router, long.rows, long.prior_lp, long.plan_ids
     index = {tuple(c): j for j, c in enumerate(plan_ids)}
-    best = np.full(len(long), -np.inf)
-    for r, i in enumerate(long):
+    best = np.full(len(rows), -np.inf)
+    for r, i in enumerate(rows):
         g = index.get(tuple(plans[i]))
         if g is not None:  # a plan the prior never saw keeps -inf: no vote, no change
             best[r] = logps[i] + prior.strength * lp[r, g]
     # a candidate other than the greedy plan has at most 1 - p(greedy) of the router's
     # probability, so one whose bound cannot beat the greedy plan's score is not scored
     with np.errstate(divide="ignore"):
-        room = np.log1p(-np.exp(np.minimum(logps[list(long)], 0.0)))
-    pairs = [(r, int(j)) for r in range(len(long)) for j in np.argsort(-lp[r])[: prior.top_k]
-             if np.isfinite(best[r]) and np.isfinite(lp[r, j]) and plan_ids[j] != plans[long[r]]
+        room = np.log1p(-np.exp(np.minimum(logps[list(rows)], 0.0)))
+    pairs = [(r, int(j)) for r in range(len(rows)) for j in np.argsort(-lp[r])[: prior.top_k]
+             if np.isfinite(best[r]) and np.isfinite(lp[r, j]) and plan_ids[j] != plans[rows[r]]
              and room[r] + prior.strength * lp[r, j] > best[r]]  # fmt: skip
     if not pairs:
         return plans, logps, an
-    a = analyse(router, [prompts[long[r]] for r, _ in pairs], [plan_ids[j] for _, j in pairs],
-                [inits[long[r]] for r, _ in pairs])  # fmt: skip
+    a = analyse(router, [long.prompts[rows[r]] for r, _ in pairs], [plan_ids[j] for _, j in pairs],
+                [long.inits[rows[r]] for r, _ in pairs])  # fmt: skip
     own = plan_logprob(a.step_logits, a.actions)
-    won: dict[int, tuple[int, int]] = {}  # row of `long` -> (plan, row of `a`)
+    won: dict[int, tuple[int, int]] = {}  # row of `rows` -> (plan, row of `a`)
     for q, (r, j) in enumerate(pairs):
         score = own[q] + prior.strength * lp[r, j]
         if score > best[r]:
@@ -292,7 +287,7 @@ def _vote(
     if won and an is not None:  # the `<plan>` state is the prompt's: only the steps change
         an = Analysis(np.array(an.step_logits), np.array(an.actions), an.hidden, an.sentence)
     for r, (j, q) in won.items():
-        i = long[r]
+        i = rows[r]
         plans[i], logps[i] = list(plan_ids[j]), float(own[q])
         if an is not None:
             an.step_logits[i], an.actions[i] = a.step_logits[q], a.actions[q]

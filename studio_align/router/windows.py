@@ -38,6 +38,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,22 @@ from studio_align.router.format import MAX_TEXT_TOKENS, request_fields, text_pie
 SENTENCE_END = re.compile(r"(?<=[.!?。！？；;\n])\s*")
 WINDOW_BATCH = 8
 MAX_WINDOWS = 16
+
+
+@dataclass(frozen=True)
+class LongRows:
+    """The requests of one routed batch that are longer than the router's window, with what
+    the prior's vote and the windows both read of them: `rows` index the batch (`requests`,
+    `prompts`, `inits`); `prior_lp[r]` holds row `rows[r]`'s prior log-probabilities over
+    the prior's plans, whose completion ids are `plan_ids`."""
+
+    router: Any
+    requests: Sequence[Any]
+    prompts: Sequence[Sequence[int]]
+    inits: Sequence[int]
+    rows: Sequence[int]
+    prior_lp: np.ndarray
+    plan_ids: Sequence[Sequence[int]]
 
 
 def sentence_windows(
@@ -76,61 +93,55 @@ def sentence_windows(
 
 
 def read_windows(
-    router: Any,
-    requests: Sequence[Any],
-    prompts: Sequence[Sequence[int]],
-    inits: Sequence[int],
-    long: Sequence[int],
-    prior_lp: np.ndarray,
-    plan_ids: Sequence[Sequence[int]],
+    long: LongRows,
     plans: list[list[int]],
     logps: np.ndarray,
     an: Analysis | None,
     strength: float,
 ) -> tuple[list[list[int]], np.ndarray, Analysis | None]:
     """`plans` (completion ids), their log-probabilities and analysis with each long
-    request's plan (rows `long`, whose prior log-probabilities over the prior's plans
-    `plan_ids` are the rows of `prior_lp`) replaced where a window's plan wins (module
-    docstring). `an` None: only plans and log-probabilities."""
-    column = {tuple(c): j for j, c in enumerate(plan_ids)}
+    request's plan replaced where a window's plan wins (module docstring). `an` None: only
+    plans and log-probabilities."""
+    router, rows = long.router, long.rows
+    column = {tuple(c): j for j, c in enumerate(long.plan_ids)}
 
     def score(r: int, plan: Sequence[int], logp: float) -> float:
         j = column.get(tuple(plan))
-        return -np.inf if j is None else logp + strength * float(prior_lp[r, j])
+        return -np.inf if j is None else logp + strength * float(long.prior_lp[r, j])
 
     owner, texts = [], []
-    for r, i in enumerate(long):
-        text, atts = request_fields(requests[i])
+    for r, i in enumerate(rows):
+        text, atts = request_fields(long.requests[i])
         for window in sentence_windows(text, lambda t: text_pieces(router.tokenizer, {"text": t})):
             owner.append(r)
             texts.append({"text": window, "attachments": atts})
     comps, wan = decode_windows(router, texts)
     wlogp = plan_logprob(wan.step_logits, wan.actions)
-    best = [score(r, plans[i], float(logps[i])) for r, i in enumerate(long)]
-    won: dict[int, int] = {}  # row of `long` -> its winning window
+    best = [score(r, plans[i], float(logps[i])) for r, i in enumerate(rows)]
+    won: dict[int, int] = {}  # row of `rows` -> its winning window
     for w, r in enumerate(owner):
         s = score(r, comps[w], float(wlogp[w]))
         if s > best[r]:
             best[r], won[r] = s, w
     if not won:
         return plans, logps, an
-    agree = {r: w for r, w in won.items() if list(comps[w]) == plans[long[r]]}
+    agree = {r: w for r, w in won.items() if list(comps[w]) == plans[rows[r]]}
     differ = [(r, w) for r, w in won.items() if r not in agree]
     full = None
     if differ:
-        full = analyse(router, [prompts[long[r]] for r, _ in differ],
-                       [comps[w] for _, w in differ], [inits[long[r]] for r, _ in differ])  # fmt: skip
+        full = analyse(router, [long.prompts[rows[r]] for r, _ in differ],
+                       [comps[w] for _, w in differ], [long.inits[rows[r]] for r, _ in differ])  # fmt: skip
     if an is not None:
         an = Analysis(np.array(an.step_logits), np.array(an.actions), an.hidden, an.sentence)
     for r, w in agree.items():
-        i = long[r]
+        i = rows[r]
         logps[i] = wlogp[w]
         if an is not None:
             an.step_logits[i], an.actions[i] = wan.step_logits[w], wan.actions[w]
     if full is not None:
         own = plan_logprob(full.step_logits, full.actions)
         for q, (r, w) in enumerate(differ):
-            i = long[r]
+            i = rows[r]
             plans[i], logps[i] = list(comps[w]), float(own[q])
             if an is not None:  # the `<plan>` state is the whole request's: only the steps change
                 an.step_logits[i], an.actions[i] = full.step_logits[q], full.actions[q]
