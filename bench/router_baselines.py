@@ -39,7 +39,8 @@ from studio_align.catalog import default_catalog
 from studio_align.quickstart.config import QuickstartConfig
 from studio_align.router import eval as packaged
 from studio_align.router.evaluate import evaluate_routes
-from studio_align.router.prior import fit_logistic, prior_features
+from studio_align.router.frozen import fit_logistic
+from studio_align.router.prior import prior_features
 from studio_align.simulate.router.requests import demo_splits
 
 CATALOG = default_catalog()

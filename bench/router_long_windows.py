@@ -1,12 +1,14 @@
-"""Long requests with and without windows of sentences (`router/windows.py`), on the
+"""Long requests with and without windows of sentences (`router/windows.py`), or with
+windows and without and with the ask detector (`router/asks.py`, `--asks`), on the
 quickstart's SFT and served routers of several seeds.
 
-    python bench/router_long_windows.py RUNS [--seeds 0 1 2] [--windows 0.25] \
+    python bench/router_long_windows.py RUNS [--seeds 0 1 2] [--windows 0.25] [--asks] \
         [--sets handwritten_val11 handwritten_val12] [--latency]
 
 RUNS/qsN is `studio-align quickstart --out RUNS/qsN --set seed=N` (router stages are
 enough). Each checkpoint is routed as served (its calibration and plan prior), once with
-its prior's `windows` set to 0 and once to `--windows`. Prints, per router and set, the
+its prior's `windows` set to 0 and once to `--windows` (with `--asks`: both at `--windows`,
+its `asks` off, then on). Prints, per router and set, the
 means over the seeds (and each seed) of exact-plan accuracy, the abstain rate, the rate of
 wrong plans routed (not abstained), and on the *agreed* rows (label == the simulated
 creators' majority plan; measurement only) exact accuracy and wrong plans routed.
@@ -51,10 +53,17 @@ def score(router: Router, rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     }  # fmt: skip
 
 
-def latency(router: Router, requests: Sequence[Any], windows: float) -> list[float]:
+Arm = tuple[float, bool]  # the prior's (windows, asks)
+
+
+def arm_name(arm: Arm) -> str:
+    return f"windows {arm[0]:g}" + (", asks" if arm[1] else "")
+
+
+def latency(router: Router, requests: Sequence[Any], arm: Arm) -> list[float]:
     """Milliseconds of `decide` on each of `requests`, one at a time."""
     assert router.prior is not None
-    router.prior.windows = windows
+    router.prior.windows, router.prior.asks = arm
     out = []
     for r in requests:
         t0 = time.perf_counter()
@@ -63,18 +72,18 @@ def latency(router: Router, requests: Sequence[Any], windows: float) -> list[flo
     return out
 
 
-def time_it(path: Path, requests: Sequence[Any], w: float) -> None:
+def time_it(path: Path, requests: Sequence[Any], arms: Sequence[Arm]) -> None:
     router = Router.load(path)
     router.warmup([1])
-    for x in (0.0, w):
+    for x in arms:
         latency(router, requests, x)  # the first call of each shape is not timed
-    times: dict[float, list[float]] = {0.0: [], w: []}
+    times: dict[Arm, list[float]] = {x: [] for x in arms}
     load = os.getloadavg()[0]
     for _ in range(2):
-        for x in (0.0, w):
+        for x in arms:
             times[x] += latency(router, list(requests) * 3, x)
     for x, t in times.items():
-        print(f"windows {x:g}: p50 {np.percentile(t, 50):.1f} ms, p90 {np.percentile(t, 90):.1f} ms "
+        print(f"{arm_name(x)}: p50 {np.percentile(t, 50):.1f} ms, p90 {np.percentile(t, 90):.1f} ms "
               f"({len(t)} requests)")  # fmt: skip
     print(f"load {load:.2f} -> {os.getloadavg()[0]:.2f}")
 
@@ -85,30 +94,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--windows", type=float, default=0.25)
     ap.add_argument("--sets", nargs="+", default=["handwritten_val11", "handwritten_val12"])
+    ap.add_argument(
+        "--asks", action="store_true", help="windows without, then with, the ask detector"
+    )
     ap.add_argument("--latency", action="store_true", help="time decide one request at a time")
     args = ap.parse_args(argv)
     sets = {n: packaged.load(n) for n in args.sets}
+    arms: list[Arm] = [(args.windows, False), (args.windows, True)] if args.asks else \
+        [(0.0, False), (args.windows, False)]  # fmt: skip
     if args.latency:
         reqs = [r["request"] for rows in sets.values() for r in rows]
-        time_it(args.runs / f"qs{args.seeds[0]}" / ROUTERS["served"], reqs, args.windows)
+        time_it(args.runs / f"qs{args.seeds[0]}" / ROUTERS["served"], reqs, arms)
         return 0
-    res: dict[tuple[str, str, float], list[dict[str, float]]] = {}
+    res: dict[tuple[str, str, Arm], list[dict[str, float]]] = {}
     for seed in args.seeds:
         for who, rel in ROUTERS.items():
             router = Router.load(args.runs / f"qs{seed}" / rel)
             if router.prior is None:
                 print(f"{args.runs}/qs{seed}/{rel}: no plan prior, so no windows", file=sys.stderr)
                 return 1
-            for w in (0.0, args.windows):
-                router.prior.windows = w
+            for arm in arms:
+                router.prior.windows, router.prior.asks = arm
                 for name, rows in sets.items():
-                    res.setdefault((who, name, w), []).append(score(router, rows))
-    print("| router | set | windows | " + " | ".join(COLUMNS) + " |")
+                    res.setdefault((who, name, arm), []).append(score(router, rows))
+    print("| router | set | arm | " + " | ".join(COLUMNS) + " |")
     print("|---" * (len(COLUMNS) + 3) + "|")
-    for (who, name, w), runs in res.items():
+    for (who, name, arm), runs in res.items():
         cells = [f"{np.mean([r[c] for r in runs]):.3f} ({', '.join(f'{r[c]:.3f}' for r in runs)})"
                  for c in COLUMNS]  # fmt: skip
-        print(f"| {who} | {name} | {w:g} | " + " | ".join(cells) + " |")
+        print(f"| {who} | {name} | {arm_name(arm)} | " + " | ".join(cells) + " |")
     return 0
 
 

@@ -37,32 +37,23 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from studio_align.catalog import ATTACHMENT_KINDS, Catalog
 from studio_align.errors import CheckpointError
 from studio_align.models.encoders.protocol import encode_texts
-from studio_align.models.encoders.use import UniversalSentenceEncoder, load_use
 from studio_align.router.analysis import Analysis, analyse
+from studio_align.router.asks import ask_sentences
 from studio_align.router.calibration import plan_logprob
 from studio_align.router.format import MAX_TEXT_TOKENS, encode_plan, request_fields, text_pieces
-from studio_align.router.windows import LongRows, read_windows
+from studio_align.router.frozen import fit_logistic, frozen_encoder
+from studio_align.router.windows import LongRows, read_windows, sentences
 
 PRIOR_FILE = "plan_prior.npz"
 L2_GRID = (1e-6, 1e-5, 1e-4)  # 1e-7 and 1e-3 were never chosen on validation (3 seeds)
-
-
-@cache
-def frozen_encoder() -> UniversalSentenceEncoder:
-    """The shipped encoder, never trained: one per process, shared by every prior."""
-    return load_use()
 
 
 def prior_features(requests: Sequence[Any], *, batch_size: int = 64) -> np.ndarray:
@@ -79,37 +70,6 @@ def prior_features(requests: Sequence[Any], *, batch_size: int = 64) -> np.ndarr
     return np.concatenate([vec, flags], axis=1)
 
 
-def fit_logistic(
-    x: np.ndarray, y: np.ndarray, n_classes: int, l2: float, steps: int = 200
-) -> tuple[np.ndarray, np.ndarray]:
-    """Multinomial logistic regression, L2 on the weights, full-batch L-BFGS: `(w, b)`."""
-    params = (jnp.zeros((x.shape[1], n_classes)), jnp.zeros((n_classes,)))
-    w, b = _lbfgs(params, jnp.asarray(x), jnp.asarray(y), jnp.float32(l2), steps)
-    return np.asarray(w), np.asarray(b)
-
-
-@partial(jax.jit, static_argnums=4)
-def _lbfgs(params: Any, xs: jax.Array, ys: jax.Array, l2: jax.Array, steps: int) -> Any:
-    """`steps` L-BFGS steps in one program (`l2` traced: one compile for every weight)."""
-
-    def loss(params: tuple[jax.Array, jax.Array]) -> jax.Array:
-        w, b = params
-        nll = optax.softmax_cross_entropy_with_integer_labels(xs @ w + b, ys).mean()
-        return nll + l2 * (w * w).sum()
-
-    opt = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(loss)
-
-    def step(carry: Any, _: Any) -> Any:
-        params, state = carry
-        value, grad = value_and_grad(params, state=state)
-        updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=loss)
-        return (optax.apply_updates(params, updates), state), None
-
-    (params, _), _ = jax.lax.scan(step, (params, opt.init(params)), None, length=steps)
-    return params
-
-
 @dataclass
 class PlanPrior:
     """A logistic regression over `plans` (step-name tuples) on `prior_features`."""
@@ -120,6 +80,7 @@ class PlanPrior:
     strength: float  # the weight of its log-probability against the router's
     top_k: int  # how many of its plans are candidates
     windows: float = 0.0  # its weight against a window's plan (`windows.py`); 0: no windows
+    asks: bool = False  # only windows holding the ask sentence compete (`asks.py`)
 
     def log_probs_of(self, x: np.ndarray, attachments: Sequence[Sequence[str]], catalog: Catalog):
         """`[N, P]` log-probabilities over the plans valid for each request's attachments
@@ -147,6 +108,7 @@ class PlanPrior:
             strength=np.float32(self.strength),
             top_k=np.int32(self.top_k),
             windows=np.float32(self.windows),
+            asks=np.bool_(self.asks),
         )
         return f
 
@@ -160,8 +122,9 @@ class PlanPrior:
             with np.load(f) as z:
                 plans = tuple(tuple(str(s) for s in p) for p in json.loads(str(z["plans"])))
                 windows = float(z["windows"]) if "windows" in z.files else 0.0  # saved before them
+                asks = bool(z["asks"]) if "asks" in z.files else False
                 prior = cls(plans, z["weight"], z["bias"], float(z["strength"]), int(z["top_k"]),
-                            windows)  # fmt: skip
+                            windows, asks)  # fmt: skip
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(f"{f}: invalid plan prior ({e})") from e
         if prior.weight.shape != (prior_dim(), len(plans)) or prior.bias.shape != (len(plans),):
@@ -184,24 +147,26 @@ def fit_prior(
     strength: float,
     top_k: int,
     windows: float = 0.0,
+    asks: bool = False,
 ) -> PlanPrior:
     """Fit the prior on `train` (rows with `request` and `plan`) over the plans it holds,
     the L2 weight chosen by exact-plan accuracy on `val` (the middle of the grid when `val`
-    is empty); `windows` its weight against windows' plans (0: none)."""
+    is empty); `windows` its weight against windows' plans (0: none), `asks` whether only
+    windows holding the ask sentence compete."""
     plans = tuple(sorted({tuple(r["plan"]) for r in train}))
     index = {p: i for i, p in enumerate(plans)}
     x = prior_features([r["request"] for r in train])
     y = np.array([index[tuple(r["plan"])] for r in train])
     if not val:
         w, b = fit_logistic(x, y, len(plans), L2_GRID[len(L2_GRID) // 2])
-        return PlanPrior(plans, w, b, strength, top_k, windows)
+        return PlanPrior(plans, w, b, strength, top_k, windows, asks)
     vx = prior_features([r["request"] for r in val])
     gold = np.array([index.get(tuple(r["plan"]), -1) for r in val])
     vatts = [request_fields(r["request"])[1] for r in val]
     best: tuple[float, PlanPrior] | None = None
     for l2 in L2_GRID:
         w, b = fit_logistic(x, y, len(plans), l2)
-        prior = PlanPrior(plans, w, b, strength, top_k, windows)
+        prior = PlanPrior(plans, w, b, strength, top_k, windows, asks)
         acc = float(np.mean(prior.log_probs_of(vx, vatts, catalog).argmax(axis=1) == gold))
         if best is None or acc > best[0]:
             best = (acc, prior)
@@ -244,7 +209,10 @@ def rerank(
     logps = np.array(logps, np.float64)
     lp = prior.log_probs([requests[i] for i in long], router.catalog)
     plan_ids = [encode_plan(router.tokenizer, list(p)) for p in prior.plans]
-    rows = LongRows(router, requests, prompts, inits, long, lp, plan_ids)
+    asks = None
+    if prior.windows > 0 and prior.asks:
+        asks = ask_sentences([request_fields(requests[i])[0] for i in long], sentences)
+    rows = LongRows(router, requests, prompts, inits, long, lp, plan_ids, asks)
     plans, logps, an = _vote(rows, prior, plans, logps, an)
     if prior.windows > 0:
         plans, logps, an = read_windows(rows, plans, logps, an, prior.windows)

@@ -66,6 +66,18 @@ class LongRows:
     rows: Sequence[int]
     prior_lp: np.ndarray
     plan_ids: Sequence[Sequence[int]]
+    asks: Sequence[str | None] | None = None  # each row's ask sentence (`asks.py`), if read
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """`(start, end)` of each sentence of `text` (cut after each sentence end), blank ones left out."""
+    cuts = sorted({0, len(text), *(m.end() for m in SENTENCE_END.finditer(text))})
+    return [(a, b) for a, b in itertools.pairwise(cuts) if text[a:b].strip()]
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of `text`, stripped, as `sentence_windows` cuts them."""
+    return [text[a:b].strip() for a, b in sentence_spans(text)]
 
 
 def sentence_windows(
@@ -75,8 +87,7 @@ def sentence_windows(
     longest within `limit` pieces (`pieces` counts a sentence's) and at least one sentence;
     each a slice of `text`, stripped. Of more than `most`, `most` evenly spread, the first
     and the last among them."""
-    cuts = sorted({0, len(text), *(m.end() for m in SENTENCE_END.finditer(text))})
-    spans = [(a, b) for a, b in itertools.pairwise(cuts) if text[a:b].strip()]
+    spans = sentence_spans(text)
     sizes = [pieces(text[a:b].strip()) for a, b in spans]
     out: list[str] = []
     for i in range(len(spans)):
@@ -109,15 +120,22 @@ def read_windows(
         j = column.get(tuple(plan))
         return -np.inf if j is None else logp + strength * float(long.prior_lp[r, j])
 
-    owner, texts = [], []
+    owner, texts, found = [], [], set()
     for r, i in enumerate(rows):
         text, atts = request_fields(long.requests[i])
-        for window in sentence_windows(text, lambda t: text_pieces(router.tokenizer, {"text": t})):
+        windows = sentence_windows(text, lambda t: text_pieces(router.tokenizer, {"text": t}))
+        ask = None if long.asks is None else long.asks[r]
+        if ask is not None and any(ask in w for w in windows):
+            windows = [w for w in windows if ask in w]
+            found.add(r)
+        for window in windows:
             owner.append(r)
             texts.append({"text": window, "attachments": atts})
     comps, wan = decode_windows(router, texts)
     wlogp = plan_logprob(wan.step_logits, wan.actions)
-    best = [score(r, plans[i], float(logps[i])) for r, i in enumerate(rows)]
+    # with its ask sentence found, a request's plan is that of a window holding the ask
+    best = [-np.inf if r in found else score(r, plans[i], float(logps[i]))
+            for r, i in enumerate(rows)]  # fmt: skip
     won: dict[int, int] = {}  # row of `rows` -> its winning window
     for w, r in enumerate(owner):
         s = score(r, comps[w], float(wlogp[w]))
@@ -125,7 +143,12 @@ def read_windows(
             best[r], won[r] = s, w
     if not won:
         return plans, logps, an
-    agree = {r: w for r, w in won.items() if list(comps[w]) == plans[rows[r]]}
+    # the windows holding the ask that all read one plan are as sure as a window and the
+    # whole request reading it alike
+    settled = {
+        r for r in found if len({tuple(comps[w]) for w, o in enumerate(owner) if o == r}) == 1
+    }
+    agree = {r: w for r, w in won.items() if list(comps[w]) == plans[rows[r]] or r in settled}
     differ = [(r, w) for r, w in won.items() if r not in agree]
     full = None
     if differ:
@@ -135,6 +158,7 @@ def read_windows(
         an = Analysis(np.array(an.step_logits), np.array(an.actions), an.hidden, an.sentence)
     for r, w in agree.items():
         i = rows[r]
+        plans[i] = list(comps[w])
         logps[i] = wlogp[w]
         if an is not None:
             an.step_logits[i], an.actions[i] = wan.step_logits[w], wan.actions[w]

@@ -67,14 +67,31 @@ def _forward(graphdef: Any, state: Any, ids: jax.Array, mask: jax.Array) -> jax.
     return nnx.merge(graphdef, state)(ids, mask)  # type: ignore[operator]
 
 
-def encode_texts(encoder: TextEncoder, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+def encode_texts(
+    encoder: TextEncoder,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    shape: tuple[int, int] | None = None,
+) -> np.ndarray:
     """Vectors `[N, dim]` for `texts`, in batches of at most `batch_size` (both the batch
     and the token length are rounded up to powers of two, so shapes repeat). Texts are
     batched shortest first, so a batch pads to its own length bucket, not its longest
     outlier's: 19,200 generated requests took 24 s instead of 44 s on two cores, the
-    vectors equal to 4e-7."""
+    vectors equal to 4e-7. `shape` `(rows, pieces)`: every batch padded to that one shape
+    (texts cut at `pieces`), so a server compiles one program for it, whatever it is sent."""
     out = np.zeros((len(texts), encoder.dim), np.float32)
     if not len(texts):
+        return out
+    if shape is not None:
+        rows, length = shape
+        graphdef, state = nnx.split(encoder)
+        for start in range(0, len(texts), rows):
+            chunk = list(texts[start : start + rows])
+            tok = encoder.tokenize(chunk + [""] * (rows - len(chunk)), length=length)
+            out[start : start + len(chunk)] = np.asarray(
+                _forward(graphdef, state, tok.ids, tok.mask)
+            )[: len(chunk)]
         return out
     every = encoder.tokenize(texts)  # once: the lengths order the batches, the ids fill them
     lengths = every.mask.sum(axis=1)
