@@ -69,12 +69,16 @@ def test_the_prior_round_trips_and_a_damaged_file_is_one_line(tmp_path, prior) -
     assert again is not None and again.plans == prior.plans
     assert (again.strength, again.top_k, again.windows) == (prior.strength, prior.top_k, 0.0)
     np.testing.assert_array_equal(again.weight, prior.weight.astype(np.float32))
-    PlanPrior(prior.plans, prior.weight, prior.bias, 2.0, 3, 0.25).save(tmp_path)
-    assert np.isclose(PlanPrior.load(tmp_path).windows, 0.25)  # type: ignore[union-attr]
-    # a prior saved before windows existed reads windows off: it routes as it did
+    PlanPrior(prior.plans, prior.weight, prior.bias, 2.0, 3, 0.25, True).save(tmp_path)
+    loaded = PlanPrior.load(tmp_path)
+    assert loaded is not None and np.isclose(loaded.windows, 0.25) and loaded.asks is True
+    # a prior saved before windows and the ask detector reads both off: it routes as it did
     with np.load(tmp_path / PRIOR_FILE) as z:
-        np.savez(tmp_path / PRIOR_FILE, **{k: z[k] for k in z.files if k != "windows"})
-    assert PlanPrior.load(tmp_path).windows == 0.0  # type: ignore[union-attr]
+        np.savez(
+            tmp_path / PRIOR_FILE, **{k: z[k] for k in z.files if k not in ("windows", "asks")}
+        )
+    old = PlanPrior.load(tmp_path)
+    assert old is not None and (old.windows, old.asks) == (0.0, False)
     assert PlanPrior.load(tmp_path / "none") is None
     (tmp_path / PRIOR_FILE).write_bytes(b"not an npz")
     with pytest.raises(CheckpointError, match=PRIOR_FILE):
@@ -156,7 +160,8 @@ def test_the_sft_stage_fits_the_prior_and_later_stages_carry_it(tmp_path, splits
     cfg = RouterSettings()
     prior_stage(sft, cfg, data, CAT, None)
     fitted = PlanPrior.load(sft)
-    assert fitted is not None and (fitted.strength, fitted.top_k, fitted.windows) == (2.0, 3, 0.25)
+    assert fitted is not None
+    assert (fitted.strength, fitted.top_k, fitted.windows, fitted.asks) == (2.0, 3, 0.25, True)
     prior_stage(dpo, cfg, data, CAT, sft)
     assert (dpo / PRIOR_FILE).read_bytes() == (sft / PRIOR_FILE).read_bytes()
     off = tmp_path / "off"
@@ -188,6 +193,9 @@ def test_fit_prior_gives_a_saved_router_its_prior_and_bad_input_is_one_line(
     assert "plan prior over" in out and out.count("\n") == 1
     loaded = Router.load(ckpt)
     assert loaded.prior is not None and loaded.prior.top_k == 2 and loaded.prior.windows == 0.25
+    assert loaded.prior.asks is True and "asks on" in out
+    code, out = _fit_prior_cli(str(ckpt), "--train", str(train), "--no-asks")
+    assert code == 0 and "asks off" in out and Router.load(ckpt).prior.asks is False  # type: ignore[union-attr]
     assert loaded.prior.plans == tuple(sorted({tuple(r["plan"]) for r in splits["train"]}))
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"request": SHORT, "plan": ["no.such_step"]}])
     code, out = _fit_prior_cli(str(ckpt), "--train", str(bad))

@@ -78,11 +78,13 @@ def _windows(router: Router) -> tuple[list[list[int]], np.ndarray, analysis.Anal
 
 
 def _read(router: Router, full_plan: list[int], full_logp: float, lp: np.ndarray,
-          plan_ids: list[list[int]]):  # fmt: skip
-    """`read_windows` on LONG alone, as if the whole request had given `full_plan`."""
+          plan_ids: list[list[int]], ask: str | None = None):  # fmt: skip
+    """`read_windows` on LONG alone, as if the whole request had given `full_plan` (and
+    `ask` were its ask sentence)."""
     prompts, inits = router.encode([LONG])
     an = router.analyse([LONG])[1]
-    long = LongRows(router, [LONG], prompts, inits, [0], lp[None, :], plan_ids)
+    asks = None if ask is None else [ask]
+    long = LongRows(router, [LONG], prompts, inits, [0], lp[None, :], plan_ids, asks)
     return read_windows(long, [list(full_plan)], np.array([full_logp]), an, 1.0)
 
 
@@ -136,7 +138,7 @@ def test_short_requests_route_as_without_windows_and_long_ones_consistently(rout
     comps, _, _ = _windows(router)
     plans = tuple(sorted({named(router, c) for c in comps} | {("wan.image_to_video",)}))
     prior = PlanPrior(
-        plans, np.zeros((515, len(plans)), np.float32), np.zeros(len(plans)), 1e-6, 1, 1.0
+        plans, np.zeros((515, len(plans)), np.float32), np.zeros(len(plans)), 1e-6, 1, 1.0, True
     )
     router.prior = None
     before = router.route_raw([SHORT, LONG])
@@ -155,7 +157,7 @@ def test_warm_up_compiles_what_the_windows_decode(router) -> None:
     comps, _, _ = _windows(router)
     plans = tuple(sorted({named(router, c) for c in comps}))
     router.prior = PlanPrior(plans, np.zeros((515, len(plans)), np.float32), np.zeros(len(plans)),
-                             1e-6, 1, 1.0)  # fmt: skip
+                             1e-6, 1, 1.0, True)  # fmt: skip
     try:
         compiles.install()
         router.warmup([1])
@@ -168,3 +170,32 @@ def test_warm_up_compiles_what_the_windows_decode(router) -> None:
         )
     finally:
         router.prior = None
+
+
+def test_with_its_ask_found_only_the_windows_holding_it_compete(router) -> None:
+    texts = sentence_windows(LONG["text"], lambda t: text_pieces(router.tokenizer, {"text": t}))
+    comps, logp, wan = _windows(router)
+    holding = [w for w, t in enumerate(texts) if ASK in t]
+    assert 0 < len(holding) < len(texts)
+    plan_ids = [list(c) for c in {tuple(c) for c in comps}]
+    uniform = np.full(len(plan_ids), -np.log(len(plan_ids)))
+    best = max(holding, key=lambda w: logp[w])
+    outside = [list(comps[w]) for w in range(len(texts)) if w not in holding]
+    # the whole request's plan, however sure, does not compete once the ask is found
+    full = next((c for c in outside if c not in [list(comps[w]) for w in holding]), None)
+    if full is not None:
+        assert _read(router, full, 0.0, uniform, plan_ids)[0] == [full]  # it wins without
+    plans, logps, an = _read(router, full or list(comps[best]), 0.0, uniform, plan_ids, ASK)
+    assert plans == [list(comps[best])] and an is not None
+    read = {tuple(comps[w]) for w in holding}
+    if len(read) == 1:  # the windows holding the ask agree: the window's confidence
+        assert np.isclose(logps[0], logp[best], atol=1e-6)
+        np.testing.assert_allclose(an.step_logits[0], wan.step_logits[best], atol=1e-6)
+    elif full is not None:  # they differ, and so does the whole request: scored on it
+        prompts, inits = router.encode([LONG])
+        assert np.isclose(logps[0], router.plan_logps(prompts, plans, inits)[0], atol=1e-4)
+    # an ask sentence no window holds changes nothing
+    assert (
+        _read(router, list(comps[best]), 0.0, uniform, plan_ids, "Not in it.")[0]
+        == (_read(router, list(comps[best]), 0.0, uniform, plan_ids)[0])
+    )

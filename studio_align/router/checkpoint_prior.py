@@ -26,11 +26,13 @@ def fit_checkpoint_prior(
     strength: float,
     top_k: int,
     windows: float = 0.0,
+    asks: bool = False,
 ) -> dict[str, Any]:
     """`model fit-prior`: fit the plan prior of the router at `checkpoint` on the labelled
     `train` file (its own training requests at best), the L2 weight chosen on
     `validation` when given, and save it beside the weights; `windows` its weight against
-    the plans of a long request's windows of sentences (0: none). Returns what was fitted."""
+    the plans of a long request's windows of sentences (0: none); `asks` whether only the
+    windows holding the ask sentence compete. Returns what was fitted."""
     if is_ensemble(checkpoint):
         raise ConfigError(f"{checkpoint} is an ensemble: fit the prior of each member")
     if strength < 0 or top_k < 1 or windows < 0:
@@ -46,7 +48,10 @@ def fit_checkpoint_prior(
     unknown = sorted({s for r in rows for s in r["plan"]} - set(catalog.names))
     if unknown:
         raise DataError(f"{train}: steps not in {checkpoint}'s catalog: {unknown}")
-    prior = fit_prior(rows, val, catalog, strength=strength, top_k=top_k, windows=windows)
+    prior = fit_prior(
+        rows, val, catalog, strength=strength, top_k=top_k, windows=windows, asks=asks
+    )
     prior.save(checkpoint)
     return {"checkpoint": str(checkpoint), "plans": len(prior.plans), "train": len(rows),
-            "validation": len(val), "strength": strength, "top_k": top_k, "windows": windows}  # fmt: skip
+            "validation": len(val), "strength": strength, "top_k": top_k, "windows": windows,
+            "asks": asks}  # fmt: skip

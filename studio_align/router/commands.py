@@ -166,6 +166,8 @@ _PRIOR = PriorSettings()
               help="How many of the prior's plans are candidates.")  # fmt: skip
 @click.option("--windows", type=click.FloatRange(min=0.0), default=_PRIOR.windows, show_default=True,
               help="Weight of the prior against the plans of a long request's windows of sentences; 0: none.")  # fmt: skip
+@click.option("--asks/--no-asks", default=_PRIOR.asks, show_default=True,
+              help="Only the windows holding the sentence most like a request compete.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def fit_prior_command(
     checkpoint: Path,
@@ -174,19 +176,19 @@ def fit_prior_command(
     strength: float,
     top_k: int,
     windows: float,
+    asks: bool,
     as_json: bool,
 ) -> None:
     """Fit CHECKPOINT's plan prior, which re-ranks the plans of requests longer than the
     router reads (docs/router.md), and save it beside the weights."""
-    res = fit_checkpoint_prior(
-        checkpoint, train, validation=validation, strength=strength, top_k=top_k, windows=windows
-    )
+    res = fit_checkpoint_prior(checkpoint, train, validation=validation, strength=strength,
+                               top_k=top_k, windows=windows, asks=asks)  # fmt: skip
     if as_json:
         click.echo(json.dumps(res, indent=2))
         return
     click.echo(
         f"{checkpoint}: plan prior over {res['plans']} plans from {res['train']} requests "
-        f"(strength {strength:g}, top {top_k}, windows {windows:g})"
+        f"(strength {strength:g}, top {top_k}, windows {windows:g}, asks {'on' if asks else 'off'})"
     )
 
 

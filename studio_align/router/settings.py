@@ -183,6 +183,12 @@ class PriorSettings(Strict):
     # written after, SFT 0.604 -> 0.729. A long request then takes p50 77 ms to route, one at
     # a time on two cores, against 24 (docs/experiments/router-long-windows.md)
     windows: float = Field(0.25, ge=0.0)
+    # with windows, only the windows holding the sentence most like a request compete
+    # (`router/asks.py`, a detector shipped with the package). Measured effect, chosen on
+    # handwritten_val11, on handwritten_val12 and val15 together (3 seeds): SFT exact 0.667 ->
+    # 0.808; the served router 0.608 -> 0.666, abstaining on 18 % (31 %) and routing 22 %
+    # wrong (26 %) (docs/experiments/router-ask-detector.md)
+    asks: bool = True
 
 
 # the flat keys these settings once had -> where each lives now

@@ -79,9 +79,9 @@ def prior_stage(
         return
     val = list(data.val) + [r for name in packaged.VAL_SETS for r in packaged.load(name)]
     p = cfg.prior
-    fit_prior(data.train, val, catalog, strength=p.strength, top_k=p.top_k, windows=p.windows).save(
-        checkpoint
-    )
+    prior = fit_prior(data.train, val, catalog, strength=p.strength, top_k=p.top_k,
+                      windows=p.windows, asks=p.asks)  # fmt: skip
+    prior.save(checkpoint)
 
 
 def evaluate_stage(

@@ -18,7 +18,8 @@ Design choices:
   one scoring pass runs over the candidates of the batch's long requests (a full 128-token
   prompt bucket). Both are compiled for every power-of-two count a batch can reach. Where
   the prior reads windows of sentences (`windows.py`), they are decoded
-  `windows.WINDOW_BATCH` at a time, so that batch size is compiled too.
+  `windows.WINDOW_BATCH` at a time, so that batch size is compiled too, and where it finds
+  the ask sentence (`asks.py`) the detector reads sentences in one shape (`ASK_SHAPE`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from studio_align.catalog import ATTACHMENT_KINDS
 from studio_align.generation.sampler import bucket_prompt
 from studio_align.router.analysis import analyse, bucket_pow2
+from studio_align.router.asks import shipped_detector
 from studio_align.router.format import BOS, EOS, MAX_TEXT_TOKENS, PAD, PLAN
 from studio_align.router.prior import prior_features
 from studio_align.router.windows import WINDOW_BATCH
@@ -94,6 +96,8 @@ def warm_prior(router: Any, batch_sizes: Sequence[int]) -> None:
     init = router.grammar.init_state([])
     step = int(router.grammar.step_ids[0])
     most = bucket_pow2(max(batch_sizes), 1)
+    if router.prior.windows > 0 and router.prior.asks:
+        shipped_detector().probs(["warm-up"])
     m = 1
     while m <= most * bucket_pow2(router.prior.top_k, 1):  # candidates of every long request
         if m <= most:
