@@ -24,12 +24,14 @@ How a long request is routed:
 Confidence, calibration, abstention and the memory then read the router's own analysis of
 the plan that won (`analysis.analyse`), so a plan the router doubts stays doubtful. Where
 the prior has a `windows` weight, the plan that won then competes with the plans of the
-request's windows of sentences (`windows.py`).
+request's windows of sentences (`windows.py`), with `asks` only those of the windows that
+hold its ask sentence (`asks.py`).
 
 A checkpoint carries its prior as `plan_prior.npz` (the plans, weights, `strength`,
-`top_k`, `windows`; a file saved before windows existed reads `windows` 0); `Router.load`
-reads it, and a router without one routes as before. The router pipelines fit it after SFT
-(`stage_run.prior_stage`); `model fit-prior` fits it for a router trained any other way.
+`top_k`, `windows`, `asks`; a file saved before them reads `windows` 0 and `asks` false);
+`Router.load` reads it, and a router without one routes as before. The router pipelines fit
+it after SFT (`stage_run.prior_stage`); `model fit-prior` fits it for a router trained any
+other way.
 """
 
 from __future__ import annotations

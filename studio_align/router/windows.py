@@ -18,13 +18,17 @@ How, for each request longer than the window, after the plan prior's re-ranking
 - each window's greedy plan competes with the request's plan, each scored
   `log p(plan | the text it was decoded from) + strength * log p_prior(plan)`
   (`PlanPrior.windows`); the highest wins, and a plan the prior never saw cannot win;
-- the confidence: where the winning window's plan is the plan the whole request gave, the
-  two readings agree and the window's confidence (its step logits) is kept; where they
-  differ, the plan is scored on the whole request and is as doubtful as it is there. The
-  `<plan>` state and the memory key stay the whole request's, so the unfamiliarity score
-  reads the request, and feedback on it (`Router.embed`) and its lookups share one key. Chosen on the long validation set: with the window's confidence
-  everywhere the served router abstained on none and routed 46 % wrong (33 % before);
-  with the whole request's everywhere, it abstained on 48 % (35 % before).
+- where the prior has `asks` and the ask detector (`asks.py`) finds the request's ask
+  sentence in some window, only the windows holding it compete, and the request's own plan
+  does not: a window of background is as sure of what it names as the ask's window is;
+- the confidence: where the winning window's plan is the plan the whole request gave, or
+  every window holding the ask sentence reads that plan, the readings agree and the
+  window's confidence (its step logits) is kept; otherwise the plan is scored on the whole
+  request and is as doubtful as it is there. The `<plan>` state and the memory key stay the
+  whole request's, so the unfamiliarity score reads the request, and feedback on it
+  (`Router.embed`) and its lookups share one key. Chosen on the long validation set: with
+  the window's confidence everywhere the served router abstained on none and routed 46 %
+  wrong (33 % before); with the whole request's everywhere, it abstained on 48 % (35 %).
 
 Windows are decoded `WINDOW_BATCH` at a time (the last batch padded), one compiled shape
 per prompt-length bucket that `warm.warm_router` compiles. A request has at most
