@@ -23,7 +23,7 @@ sign-offs, what is handled elsewhere), by `python -m studio_align.simulate.route
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -104,7 +104,7 @@ def fit_ask_detector(
     return AskDetector(w[:, 1] - w[:, 0], float(b[1] - b[0]), fitted)
 
 
-def ask_sentences(texts: Sequence[str], split: Any) -> list[str | None]:
+def ask_sentences(texts: Sequence[str], split: Callable[[str], list[str]]) -> list[str | None]:
     """For each text, its sentence (`split(text)`) most likely to be the ask, or None for a
     text of one sentence; the sentences of every text scored in one pass."""
     parts = [split(t) for t in texts]
