@@ -10,7 +10,7 @@ of requests and the chosen one for 65 %. The sentence most like a request tells 
 windows to believe: only windows that contain it compete (`windows.read_windows`).
 Measured on the two long validation sets not chosen on, over the quickstart's routers of
 three seeds (docs/experiments/router-ask-detector.md): SFT exact 0.667 -> 0.808, the served
-router 0.608 -> 0.666, abstaining on 18 % of them (31 %); 43 ms more per long request.
+router 0.608 -> 0.666, abstaining on 17.5 % of them (30.8 %); 43 ms more per long request.
 
 The detector reads one sentence at a time with the pretrained encoder as shipped
 (`frozen.py`), so it is the same for every router and ships as package data

@@ -186,8 +186,8 @@ class PriorSettings(Strict):
     # with windows, only the windows holding the sentence most like a request compete
     # (`router/asks.py`, a detector shipped with the package). Measured effect, chosen on
     # handwritten_val11, on handwritten_val12 and val15 together (3 seeds): SFT exact 0.667 ->
-    # 0.808; the served router 0.608 -> 0.666, abstaining on 18 % (31 %) and routing 22 %
-    # wrong (26 %) (docs/experiments/router-ask-detector.md)
+    # 0.808; the served router 0.608 -> 0.666, abstaining on 17.5 % (30.8 %) and routing
+    # 22.5 % wrong (25.9 %) (docs/experiments/router-ask-detector.md)
     asks: bool = True
 
 
