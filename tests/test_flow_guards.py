@@ -150,6 +150,7 @@ class _Dark(_Linear):
         return -super().score_images(images, creators)
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_reward_check_stops_a_model_its_reward_model_scores_below_the_base():
     base, moved = tiny_model(0), tiny_model(0, perturb=0.3)
     data = make_dataset(32, seed=0, size=8)[0].astype(np.float32) / 255.0

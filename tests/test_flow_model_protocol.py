@@ -18,6 +18,7 @@ from studio_align.verticals.flow.align import FlowDPOConfig, flow_dpo, make_dpo_
 from studio_align.verticals.flow.checkpoint import clone, load_flow, save_flow
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 @pytest.mark.parametrize("arch", ["dit", "unet"])
 def test_every_architecture_round_trips_through_a_checkpoint(arch, tmp_path):
     model = tiny_model(3, arch=arch)
@@ -46,6 +47,7 @@ def test_the_unet_starts_at_zero_velocity_at_every_depth_and_names_a_bad_size():
         FlowUNet(UNetConfig(image_size=12, levels=3, space_to_depth=2), rngs=nnx.Rngs(0))
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_a_folded_unet_reads_each_pixel_block_as_one_position():
     """space_to_depth = 2: the network sees 2x2 blocks as pixels of 12 channels, its output
     unfolds to the image's own layout (every pixel from a channel of its own), and the seam

@@ -40,6 +40,7 @@ def ensemble(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]
     return save_ensemble(dirs, root / "ens"), dirs, student_tok
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_ensemble_teacher_is_the_mixture_of_plan_probabilities(ensemble) -> None:  # type: ignore[no-untyped-def]
     ens, dirs, student_tok = ensemble
     catalog = default_catalog()

@@ -55,6 +55,7 @@ def test_an_ensemble_of_one_is_the_router(routers: list[Router]) -> None:
     np.testing.assert_allclose(e_confs, np.exp(scored), rtol=1e-4)
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_the_plan_with_the_highest_mean_probability_wins(routers: list[Router]) -> None:
     proposals = [r.route_raw(REQUESTS)[0] for r in routers]
     plans, confs = RouterEnsemble(routers).route(REQUESTS)

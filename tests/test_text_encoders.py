@@ -90,6 +90,7 @@ def collapse_unk(ids: list[int], unk: int = 0) -> list[int]:
     return [x for i, x in enumerate(ids) if not (x == unk and i and ids[i - 1] == unk)]
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_use_trains_every_layer_above_the_frozen_table(use) -> None:
     assert isinstance(use, TextEncoder)
     params = nnx.state(use, nnx.Param)

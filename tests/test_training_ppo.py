@@ -40,6 +40,7 @@ def _run(tmp: Path, *, rollouts: int, seed: int = 0, shared: bool = True, **ppo:
     return res, src, vm
 
 
+@pytest.mark.slow  # over 7 s on two cores; default suite under 15 minutes
 def test_ppo_trains_through_the_loop_with_one_compile(tmp_path: Path) -> None:
     res, src, vm = _run(tmp_path / "a", rollouts=1, kl_coef=0.1, kl_target=1e-4, kl_horizon=4)
     assert res.compiles == 1
