@@ -214,10 +214,10 @@ def rerank(
     asks = None
     if prior.windows > 0 and prior.asks:
         asks = ask_sentences([request_fields(requests[i])[0] for i in long], sentences)
-    rows = LongRows(router, requests, prompts, inits, long, lp, plan_ids, asks)
-    plans, logps, an = _vote(rows, prior, plans, logps, an)
+    long_rows = LongRows(router, requests, prompts, inits, long, lp, plan_ids, asks)
+    plans, logps, an = _vote(long_rows, prior, plans, logps, an)
     if prior.windows > 0:
-        plans, logps, an = read_windows(rows, plans, logps, an, prior.windows)
+        plans, logps, an = read_windows(long_rows, plans, logps, an, prior.windows)
     return plans, logps, an
 
 
