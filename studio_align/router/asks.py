@@ -38,10 +38,11 @@ from studio_align.router.frozen import fit_logistic, frozen_encoder
 
 ASK_WEIGHTS = Path(__file__).parent / "weights" / "ask_detector.json"
 # one shape for every call, so a server compiles it once (`warm.warm_prior`): eight
-# sentences at a time, each cut at the router's window (`format.MAX_TEXT_TOKENS`), where the
-# window that reads it cuts it too. The long validation sets' requests have 8 sentences at
-# the median and 18 at most, of 17 pieces at the median and 65 at the 99th percentile; one
-# such request took 31 ms at this shape and 178 ms at 32 sentences of 128 pieces (two cores)
+# sentences at a time, each cut at the router's window (`format.MAX_TEXT_TOKENS`; a longer
+# sentence is a window of its own, which the router cuts too). The long validation sets'
+# requests have 8 sentences at the median and 18 at most, of 17 pieces at the median and 65
+# at the 99th percentile; one such request took 31 ms at this shape and 178 ms at 32
+# sentences of 128 pieces (two cores)
 ASK_SHAPE = (8, MAX_TEXT_TOKENS)
 
 
