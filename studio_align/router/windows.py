@@ -141,7 +141,9 @@ def read_windows(
     best = [-np.inf if r in found else score(r, plans[i], float(logps[i]))
             for r, i in enumerate(rows)]  # fmt: skip
     won: dict[int, int] = {}  # row of `rows` -> its winning window
+    read: dict[int, set[tuple[int, ...]]] = {}  # row of `rows` -> the plans its windows read
     for w, r in enumerate(owner):
+        read.setdefault(r, set()).add(tuple(comps[w]))
         s = score(r, comps[w], float(wlogp[w]))
         if s > best[r]:
             best[r], won[r] = s, w
@@ -149,9 +151,7 @@ def read_windows(
         return plans, logps, an
     # the windows holding the ask that all read one plan are as sure as a window and the
     # whole request reading it alike
-    settled = {
-        r for r in found if len({tuple(comps[w]) for w, o in enumerate(owner) if o == r}) == 1
-    }
+    settled = {r for r in found if len(read[r]) == 1}
     agree = {r: w for r, w in won.items() if list(comps[w]) == plans[rows[r]] or r in settled}
     differ = [(r, w) for r, w in won.items() if r not in agree]
     full = None
