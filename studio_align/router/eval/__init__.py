@@ -131,6 +131,17 @@
   the decision spread over them), `numbered_brief` (the ask in one numbered section),
   `complaint_then_ask` and `quoted_client` (a forwarded email under a note that narrows
   it). Validation only, never training.
+- `handwritten_val16`: 64 validation requests (32 English, 32 Chinese) written on
+  8 December 2026, before any model ran on them, in eight styles no set above has, eight
+  rows each: `previous_result` (an earlier output named as the reference: "same vibe as
+  the lighthouse picture you made me yesterday"), `accessibility` (an access need gives
+  the reason: a grandparent who cannot read small print, a deaf audience), `llm_handoff`
+  (a prompt another assistant wrote, pasted in), `variants` (several versions or options
+  of one thing), `regional` (Indian, British and Australian English; Taiwanese and
+  north-eastern Mandarin words: 相片, 影片, 整, 埋汰), `price_or_deadline` (a question
+  about cost or turnaround, then the ask), `teaching` (lesson material) and `what_if`
+  (a hypothetical: "what if the Eiffel Tower were made of candy?"). Validation only,
+  never training.
 
 Gold plans follow the labelling conventions of the demo intents (`demo_phrases.py`)
 under the default catalog and are valid for their attachments (a test checks it).
@@ -165,6 +176,7 @@ SETS = (
     "handwritten_val13",
     "handwritten_val14",
     "handwritten_val15",
+    "handwritten_val16",
 )
 VAL_SETS = (
     "handwritten_val",
@@ -182,6 +194,7 @@ VAL_SETS = (
     "handwritten_val13",
     "handwritten_val14",
     "handwritten_val15",
+    "handwritten_val16",
 )
 # Sets in languages other than English and Chinese: not balanced between the two.
 OTHER_LANGUAGE_SETS = ("handwritten_val8",)
