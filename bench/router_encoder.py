@@ -2,7 +2,7 @@
 validation only (the generator's validation split and the packaged validation sets,
 `eval.VAL_SETS`).
 
-    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lora RANK [--lora-table]] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--lettering P] [--film P] [--palette P] [--long P] [--decline P] [--destination P] [--twin P [--twin-kinds KIND ...]] [--ema D] [--batch N] [--reuse] [--styles STYLE ...]
+    nice python bench/router_encoder.py OUT [--steps 300] [--seed 0] [--scratch] [--no-train-encoder] [--encoder-lora RANK [--lora-table]] [--encoder-lr-scale F] [--refusal P] [--wide P] [--colloquial P] [--correction P] [--prompt P] [--busy P] [--anime P] [--context P] [--spoken P] [--foreign P] [--dialect P] [--fix P] [--text P] [--lettering P] [--film P] [--palette P] [--long P] [--decline P] [--destination P] [--twin P [--twin-kinds KIND ...]] [--repeat INTENT=K ...] [--ema D] [--batch N] [--reuse] [--styles STYLE ...]
 
 Trains one SFT router through the quickstart's own stage (`router.stages.stage_sft`,
 the quickstart's data and settings, with `[model] options.encoder` set unless
@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the generator's {lever}_prob")  # fmt: skip
     ap.add_argument("--twin-kinds", nargs="+", default=None, metavar="KIND",
                     help="the destination kinds that get twins (default: levers.TWIN_KINDS)")  # fmt: skip
+    ap.add_argument("--repeat", nargs="+", default=None, metavar="INTENT=K",
+                    help="the generator's intent_repeats: INTENT K times a cycle (default: levers.INTENT_REPEATS)")  # fmt: skip
     ap.add_argument("--encoder-lr-scale", type=float, default=None,
                     help="the encoder's learning rate as a fraction of SFT's")  # fmt: skip
     ap.add_argument("--ema", type=float, default=None, help="SFT's [optim] ema_decay")
@@ -102,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     n_train = q.n_train or q.sft.steps * q.sft.batch_size
     levers = {lever: getattr(args, lever) for lever in LEVERS}
     kinds = {} if args.twin_kinds is None else {"twin_kinds": tuple(args.twin_kinds)}
+    repeats = None if args.repeat is None else {k: int(v) for k, v in (r.split("=") for r in args.repeat)}
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout,
+                         intent_repeats=repeats,
                          **{f"{lever}_prob": p for lever, p in levers.items()}, **kinds)  # fmt: skip
     data = StageData(train=splits["train"], val=splits["val"])
     catalog = default_catalog()
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"steps": args.steps, "seed": args.seed, "encoder": q.encoder,
            "train_encoder": q.train_encoder, "encoder_lr_scale": args.encoder_lr_scale,
            "encoder_lora": q.encoder_lora and q.encoder_lora.model_dump(),
-           **levers, "twin_kinds": args.twin_kinds,
+           **levers, "twin_kinds": args.twin_kinds, "intent_repeats": repeats,
            "ema": args.ema, "batch": args.batch, "conditioning": q.conditioning,
            "sft_seconds": seconds}  # fmt: skip
     pooled = [r for n in packaged.VAL_SETS for r in sets[n]]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from studio_align.simulate.router.colloquial import colloquialize
@@ -49,6 +49,7 @@ from studio_align.simulate.router.levers import (
     FILM_PROB,
     FIX_PROB,
     FOREIGN_PROB,
+    INTENT_REPEATS,
     LETTERING_PROB,
     LONG_PROB,
     PALETTE_PROB,
@@ -202,6 +203,7 @@ def generate_examples(
     seed: int = 0,
     split: Split = "train",
     intents: Sequence[Intent] = INTENTS,
+    intent_repeats: Mapping[str, int] | None = None,
     zh_fraction: float = 0.5,
     compose_prob: float | None = None,
     filler_prob: float | None = None,
@@ -231,7 +233,8 @@ def generate_examples(
     twin_prob: float | None = None,
     twin_kinds: Sequence[str] = TWIN_KINDS,
 ) -> list[dict[str, Any]]:
-    """`n` labelled routing examples, cycling through intents so each is covered evenly.
+    """`n` labelled routing examples, cycling through intents so each is covered evenly,
+    or, in training, `intent_repeats[name]` times a cycle (default `INTENT_REPEATS`).
 
     Training data mixes whole-sentence templates with clause-by-clause compositions
     (`compose_prob`, default 0.5), irrelevant filler phrases (`filler_prob`, 0.15) and
@@ -315,12 +318,13 @@ def generate_examples(
         compose_prob = 0.5 if split == "train" else 0.0
     if filler_prob is None:
         filler_prob = 0.15 if split == "train" else 0.0
+    cycle = _cycle(intents, (INTENT_REPEATS if train else {}) if intent_repeats is None else intent_repeats)
     rng = random.Random(f"demo:{seed}:{split}")
     out = []
     order: list[Intent] = []
     for _ in range(n):
         if not order:
-            order = list(intents)
+            order = list(cycle)
             rng.shuffle(order)
         intent = order.pop()
         lang = "zh" if rng.random() < zh_fraction else "en"
@@ -437,6 +441,17 @@ def heldout_clause_examples(n: int, *, seed: int = 0) -> list[dict[str, Any]]:
     )
 
 
+def _cycle(intents: Sequence[Intent], repeats: Mapping[str, int]) -> list[Intent]:
+    """One cycle of the generator: each intent `repeats.get(name, 1)` times."""
+    names = {i.name for i in intents}
+    unknown = sorted(set(repeats) - names)
+    if unknown:
+        raise ValueError(f"intent_repeats names no intent: {unknown}; intents: {sorted(names)}")
+    if any(k < 1 for k in repeats.values()):
+        raise ValueError(f"intent_repeats must be at least 1 each: {dict(repeats)}")
+    return [i for i in intents for _ in range(repeats.get(i.name, 1))]
+
+
 class LeverProbs(TypedDict, total=False):
     """The lever rates `generate_examples` takes, which `demo_splits` passes through."""
 
@@ -462,6 +477,7 @@ class LeverProbs(TypedDict, total=False):
     destination_prob: float | None
     twin_prob: float | None
     twin_kinds: Sequence[str]
+    intent_repeats: Mapping[str, int] | None
 
 
 def demo_splits(
