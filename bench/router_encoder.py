@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     n_train = q.n_train or q.sft.steps * q.sft.batch_size
     levers = {lever: getattr(args, lever) for lever in LEVERS}
     kinds = {} if args.twin_kinds is None else {"twin_kinds": tuple(args.twin_kinds)}
-    repeats = None if args.repeat is None else {k: int(v) for k, v in (r.split("=") for r in args.repeat)}
+    repeats = (
+        None if args.repeat is None else {k: int(v) for k, v in (r.split("=") for r in args.repeat)}
+    )
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout,
                          intent_repeats=repeats,
                          **{f"{lever}_prob": p for lever, p in levers.items()}, **kinds)  # fmt: skip

@@ -6,6 +6,8 @@ import json
 import re
 from collections import Counter
 
+import pytest
+
 from studio_align.catalog import default_catalog
 from studio_align.data.schemas import EVENT_ADAPTER
 from studio_align.router import eval as packaged
@@ -50,6 +52,26 @@ def test_generator_covers_catalog_languages_and_plan_lengths() -> None:
     assert any(
         is_cjk(t) and re.search("[a-z]{3,}", t) for t in (r["request"]["text"] for r in rows)
     )
+
+
+def test_intent_repeats_set_each_intents_share_of_training_only() -> None:
+    n = len(INTENTS) * (len(INTENTS) + 1) * 2  # whole cycles of either
+    still = ("ideogram.text_to_image",)
+
+    def share(rows: list[dict[str, object]]) -> float:
+        return sum(tuple(r["plan"]) == still for r in rows) / len(rows)  # type: ignore[arg-type]
+
+    even = generate_examples(n, seed=1, destination_prob=0.0)
+    twice = generate_examples(n, seed=1, destination_prob=0.0, intent_repeats={"text_to_image": 2})
+    assert share(even) == 1 / len(INTENTS)
+    assert share(twice) == 2 / (len(INTENTS) + 1)
+    # held-out data keeps the even cycle unless asked
+    assert generate_examples(60, seed=1, split="heldout") == generate_examples(
+        60, seed=1, split="heldout", intent_repeats={}
+    )
+    for bad in ({"no_such_intent": 2}, {"text_to_image": 0}):
+        with pytest.raises(ValueError, match="intent_repeats"):
+            generate_examples(10, intent_repeats=bad)
 
 
 def test_heldout_uses_only_unseen_templates() -> None:

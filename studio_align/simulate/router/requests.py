@@ -318,7 +318,9 @@ def generate_examples(
         compose_prob = 0.5 if split == "train" else 0.0
     if filler_prob is None:
         filler_prob = 0.15 if split == "train" else 0.0
-    cycle = _cycle(intents, (INTENT_REPEATS if train else {}) if intent_repeats is None else intent_repeats)
+    if intent_repeats is None:
+        intent_repeats = INTENT_REPEATS if train else {}
+    cycle = _cycle(intents, intent_repeats)
     rng = random.Random(f"demo:{seed}:{split}")
     out = []
     order: list[Intent] = []
