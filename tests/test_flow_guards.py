@@ -122,6 +122,36 @@ def test_backtrack_keeps_the_latest_step_that_passes_after_a_failed_check():
                    for a, b in zip(kept, other, strict=True))  # fmt: skip
 
 
+@pytest.mark.slow  # compiles a GRPO step of the tiny model
+def test_retry_runs_the_steps_not_kept_again_at_a_lower_learning_rate():
+    """Checks every 2 of 4 steps; the first check fails, so the base is kept and the 4
+    steps run again at half the learning rate, whose two checks pass: 4 steps kept."""
+    base = tiny_model(0)
+    verts, tags = conds(2, seed=3)
+    rewards = {"brightness": Reward("brightness", _brightness)}
+    seen = []
+    verdicts = iter([True, False, False])  # step 2 fails; the retry's steps 2 and 4 pass
+
+    def stop(m):
+        seen.append(jax.tree.map(np.asarray, jax.tree.leaves(m)))
+        return next(verdicts)
+
+    model = clone(base)
+    hist = flow_grpo(model, base, verts, tags, _tiny_grpo(steps=4), stop=stop, check_every=2,
+                     retries=1, rewards=rewards)  # fmt: skip
+    assert len(seen) == 3 and len(hist) == 2 + 4
+    assert hist[-1]["early_stop_kept"] == 4.0 and hist[-1]["retries_used"] == 1.0
+    for a, b in zip(jax.tree.leaves(model), seen[2], strict=True):  # the retry's last check
+        np.testing.assert_array_equal(np.asarray(a), b)
+    # without retries the same first verdict keeps the base
+    model = clone(base)
+    hist = flow_grpo(model, base, verts, tags, _tiny_grpo(steps=4), stop=lambda m: True,
+                     check_every=2, rewards=rewards)  # fmt: skip
+    assert hist[-1]["early_stop_kept"] == 0.0 and "retries_used" not in hist[-1]
+    for a, b in zip(jax.tree.leaves(model), jax.tree.leaves(base), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_taste_fd_ratio_is_one_for_the_fixed_pick_and_grows_for_a_bright_taste():
     imgs = make_dataset(160, seed=1, size=16)[0].astype(np.float32) / 255.0
     cand = imgs[:96].reshape(24, 4, 16, 16, 3)

@@ -131,6 +131,8 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     "check32": ({}, {"check_samples": 32}),
     # the stop asked every 2 steps (the default 4): a run whose step 4 fails keeps step 2
     "check2": ({}, {"check_every": 2}),
+    # on a stop, the steps not kept run again at half the learning rate (GuardConfig.retries)
+    "retry": ({}, {"retries": 1}),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},

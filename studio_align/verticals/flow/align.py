@@ -127,6 +127,7 @@ def flow_grpo(
     *, rewards: Mapping[str, Any], creator: str | None = None,
     context: Mapping[str, Any] | None = None, run_dir: str | Path | None = None,
     stop: Callable[[Any], bool] | None = None, check_every: int = 4, backtrack: bool = False,
+    retries: int = 0, retry_lr_scale: float = 0.5,
 ) -> list[dict[str, float]]:  # fmt: skip
     """Align `model` in place on the conditions (`verticals` [P], `tags` [P, V]); returns
     the per-step metrics (reward means, KL, clip fraction, rollout/update seconds).
@@ -135,7 +136,13 @@ def flow_grpo(
     is `GuardConfig`'s) and after the last; when it says stop, the weights of the previous
     check are restored and training ends (the experiment's stop is a quality guard on
     validation noise: Fréchet distance and diversity against the base, never the
-    creator's hidden utility). `backtrack`: see `LastPassed`."""
+    creator's hidden utility). `backtrack`: see `LastPassed`.
+
+    `retries`: after a stop, the steps not kept are run again from the kept weights, at
+    `retry_lr_scale` times the learning rate (a new seed, a fresh optimizer, checked the
+    same way), up to `retries` times: a failed check says the step was too long for the
+    quality bound, not that the direction was wrong. The last record's `early_stop_kept`
+    counts the steps kept over all attempts, `retries_used` the attempts after the first."""
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
         raise ConfigError(
@@ -152,9 +159,34 @@ def flow_grpo(
     )
     if stop is None:  # the loop writes the weights back into `model`
         return train_loop(model, cfg.run(run_dir), step, name="grpo").history
-    guard = LastPassed(model, stop, check_every, cfg.train.steps, backtrack=backtrack)
+    steps = cfg.train.steps or 1
+    guard = LastPassed(model, stop, check_every, steps, backtrack=backtrack)
     history = train_loop(model, cfg.run(run_dir), step, name="grpo", stop=guard).history
-    return guard.restore(model, history)
+    history = guard.restore(model, history)
+    kept, attempt = guard.kept_at if guard.stopped else steps, 0
+    while guard.stopped and attempt < retries and kept < steps:
+        attempt += 1
+        cfg = cfg.model_copy(
+            update={
+                "optim": cfg.optim.model_copy(
+                    update={"learning_rate": cfg.optim.learning_rate * retry_lr_scale}
+                ),
+                "train": cfg.train.model_copy(
+                    update={"steps": steps - kept, "seed": cfg.train.seed + attempt}
+                ),
+            }
+        )
+        guard = LastPassed(model, stop, check_every, steps - kept, backtrack=backtrack)
+        more = train_loop(model, cfg.run(run_dir), step, name=f"grpo-retry{attempt}", stop=guard)
+        history += guard.restore(model, more.history)
+        kept += guard.kept_at if guard.stopped else steps - kept
+    if attempt:
+        history[-1] = {
+            **history[-1],
+            "early_stop_kept": float(kept),
+            "retries_used": float(attempt),
+        }
+    return history
 
 
 class LastPassed:

@@ -188,7 +188,8 @@ def align(
         hist = flow_grpo(model, base, verts, tags, g, rewards=host.rewards, creator=creator,
                          context={"aesthetic_model": reward_model, "colour_anchor": prep["anchor"]},
                          run_dir=run_dir, stop=stop, check_every=guards.check_every,
-                         backtrack=guards.backtrack)  # fmt: skip
+                         backtrack=guards.backtrack, retries=guards.retries,
+                         retry_lr_scale=guards.retry_lr_scale)  # fmt: skip
         extra["steps_kept"] = hist[-1].get("early_stop_kept", float(len(hist)))
         curve = [h.get("reward/total/mean") for h in hist]
         extra.update(reward_curve=[curve[0], curve[-1]], kl=hist[-1].get("kl"))

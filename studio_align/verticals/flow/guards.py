@@ -72,6 +72,10 @@ class GuardConfig(Strict):
     # twice it kept a step that had gone against the creator (win 0.05 and 0.08 where the
     # stop keeps the base at 0.5; docs/experiments/flow-64-base-alignment.md), so off
     backtrack: bool = False
+    # on a stop, run the steps not kept again from the kept weights at `retry_lr_scale`
+    # times the learning rate, up to `retries` times (`flow_grpo(retries=)`)
+    retries: int = Field(0, ge=0)
+    retry_lr_scale: float = Field(0.5, gt=0, lt=1)
 
     @classmethod
     def off(cls) -> GuardConfig:
