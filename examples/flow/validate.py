@@ -133,6 +133,9 @@ CONFIGS: dict[str, tuple[dict, dict]] = {  # name: (FlowGRPOConfig updates, Guar
     "check2": ({}, {"check_every": 2}),
     # on a stop, the steps not kept run again at half the learning rate (GuardConfig.retries)
     "retry": ({}, {"retries": 1}),
+    # the retry with the reward check, so a retry that goes against the creator's own
+    # reward model is not kept
+    "retry+rewardstop": ({}, {"retries": 1, "stop_reward": True}),
 }
 DPO_CONFIGS: dict[str, dict] = {  # name: FlowDPOConfig updates
     "dpo": {},
