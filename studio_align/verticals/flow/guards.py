@@ -41,7 +41,9 @@ class GuardConfig(Strict):
     checked every `check_every` steps on `check_samples` samples per training tag set,
     keeping the last weights that passed; `stop_reward`: the same check also fails when the
     creator's reward model scores those samples lower on average than the base's, so a
-    run whose group advantages led it against its own reward keeps the base.
+    run whose group advantages led it against its own reward keeps the base; `retries`:
+    after a stop, the steps not kept run again from the kept weights at `retry_lr_scale`
+    times the learning rate, so a step too long for the bound is tried shorter.
 
     The defaults are the setting chosen on the validation split for the shipped U-Net
     base (docs/experiments/flow-unet-base-alignment.md, flow-quickstart-stage-timing.md):
@@ -50,7 +52,8 @@ class GuardConfig(Strict):
     win rate is reached in 2-4 steps, and FD passes 1.25x after 6-8; a check (112 samples
     x 20 ODE steps) costs about three Flow-GRPO steps, so checking every 4 steps rather
     than 2 saves a third of the run. The stop is below the 1.3x it guards because the
-    16-sample check is noisy. The anchor is off: it pulls every image toward the
+    16-sample check is noisy. The reward check with one retry at half the learning rate
+    was chosen on both bases' validation seeds (flow-64-base-alignment.md). The anchor is off: it pulls every image toward the
     pretraining colours, which is against a taste that is itself off them (`noir` lost
     win rate with it on the DiT base); `off()` is the unguarded run.
     """
@@ -62,10 +65,9 @@ class GuardConfig(Strict):
     stop_diversity_ratio: float | None = Field(0.85, ge=0)
     check_every: int = Field(4, ge=1)
     check_samples: int = Field(16, ge=2)
-    # measured effect on validation (both bases, seeds 101-102): it kept the base in a run
-    # the defaults' 8 steps won 0.85; the check's 112 samples are too few to judge a model
-    # 4 steps moved (docs/experiments/flow-64-base-alignment.md), so off
-    stop_reward: bool = False
+    # on by itself it kept the base in a validation run the 8 steps won 0.85 (the check's
+    # 112 samples judge a 4-step move poorly); with `retries` it is on: see below
+    stop_reward: bool = True
     # on a failed check, bisect the steps since the last passed one for the latest that
     # passes (`flow_grpo(backtrack=)`), instead of keeping the last passed check's weights;
     # measured effect on 8 validation runs over both bases: mean win 0.78 against 0.75, but
@@ -73,12 +75,12 @@ class GuardConfig(Strict):
     # stop keeps the base at 0.5; docs/experiments/flow-64-base-alignment.md), so off
     backtrack: bool = False
     # on a stop, run the steps not kept again from the kept weights at `retry_lr_scale`
-    # times the learning rate, up to `retries` times (`flow_grpo(retries=)`); measured
-    # effect of one retry on 8 validation runs over both bases: mean win 0.81 against
-    # 0.75 (two first-check stops became wins of 0.93 and 0.97), but a third kept a run
-    # that had gone against the creator (win 0.07 where the stop keeps the base at 0.5;
-    # docs/experiments/flow-64-base-alignment.md), so off
-    retries: int = Field(0, ge=0)
+    # times the learning rate, up to `retries` times (`flow_grpo(retries=)`). Measured
+    # effect with `stop_reward` on 8 validation runs over both bases (seeds 101-102): mean
+    # win 0.877 against 0.748, no run lower, FD at most 1.25x; a retry alone kept a run
+    # that went against its own reward model (win 0.07) and the reward check alone stopped
+    # a good one (docs/experiments/flow-64-base-alignment.md)
+    retries: int = Field(1, ge=0)
     retry_lr_scale: float = Field(0.5, gt=0, lt=1)
 
     @classmethod
