@@ -1,6 +1,6 @@
 """The semantic-router recipe on the router's own data: what the router must beat.
 
-    nice python bench/router_baselines.py [--seeds 0 1 2] [--json F] [--router ROUTERS.json]
+    nice python bench/router_baselines.py [--seeds 0 1 2] [--json F] [--router ROUTERS.json] [--sets NAME ...]
 
 Two baselines over Universal Sentence Encoder multilingual v3 vectors (the flax port,
 `models/encoders/use.py`) of the request text, with the attachments as three extra
@@ -101,7 +101,7 @@ def figures(rows, pred, conf, plans) -> dict[str, Any]:
     }
 
 
-def run_seed(seed: int) -> dict[str, Any]:
+def run_seed(seed: int, extra: Sequence[str] = ()) -> dict[str, Any]:
     q = QuickstartConfig()
     n_train = q.n_train or q.sft.steps * q.sft.batch_size
     splits = demo_splits(seed=seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout)
@@ -110,7 +110,8 @@ def run_seed(seed: int) -> dict[str, Any]:
     index = {p: i for i, p in enumerate(plans)}
     tx, ty = feats(train), np.array([index[tuple(r["plan"])] for r in train])
     val = splits["val"] + [r for name in packaged.VAL_SETS for r in packaged.load(name)]
-    sets = {"heldout": splits["heldout"], **{n: packaged.load(n) for n in packaged.EVAL_SETS}}
+    names = (*packaged.EVAL_SETS, *extra)
+    sets = {"heldout": splits["heldout"], **{n: packaged.load(n) for n in names}}
 
     def exact_on(rows, pred):
         return float(
@@ -140,12 +141,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--router", type=Path, default=None,
                     help="`router_quickstart_seeds.py --json` of the same seeds: print the "
                          "routers' lead over each baseline")  # fmt: skip
+    ap.add_argument("--sets", nargs="+", default=[], metavar="NAME",
+                    help="also score these packaged sets (validation sets among them; the "
+                         "L2 weight is still chosen on every validation set)")  # fmt: skip
     args = ap.parse_args(argv)
-    per_seed = {s: run_seed(s) for s in args.seeds}
+    per_seed = {s: run_seed(s, args.sets) for s in args.seeds}
+    scored = (*EVAL, *args.sets)
     mean: dict[str, Any] = {}
     for method in ("nn", "logreg"):
         mean[method] = {}
-        for name in EVAL:
+        for name in scored:
             keys = per_seed[args.seeds[0]][method][name]
             mean[method][name] = {
                 k: float(np.mean([per_seed[s][method][name][k] for s in args.seeds])) for k in keys
@@ -155,17 +160,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{[per_seed[s]['l2'] for s in args.seeds]} (chosen on validation)")  # fmt: skip
     print(f"{'baseline':8} {'set':16} " + " ".join(f"{c:>6}" for c in cols))
     for method in ("nn", "logreg"):
-        for name in EVAL:
+        for name in scored:
             r = mean[method][name]
             print(f"{method:8} {name:16} " + " ".join(f"{r[c]:6.3f}" for c in cols))
     if args.json:
         args.json.write_text(json.dumps({"seeds": per_seed, "mean": mean}, indent=1))
     if args.router is not None:
-        print_lead(json.loads(args.router.read_text(encoding="utf-8")), mean, args.seeds)
+        print_lead(json.loads(args.router.read_text(encoding="utf-8")), mean, args.seeds, scored)
     return 0
 
 
-def print_lead(routers: dict[str, Any], mean: dict[str, Any], seeds: Sequence[int]) -> None:
+def print_lead(
+    routers: dict[str, Any], mean: dict[str, Any], seeds: Sequence[int], scored: Sequence[str]
+) -> None:
     """Exact-plan accuracy of the quickstart's SFT and served routers (seed means) minus each
     baseline's, in points, per set: the lead the router must keep."""
     missing = [s for s in seeds if str(s) not in routers]
@@ -173,7 +180,7 @@ def print_lead(routers: dict[str, Any], mean: dict[str, Any], seeds: Sequence[in
         raise SystemExit(f"--router: no figures for seeds {missing} (run it with the same seeds)")
     print(f"{'router':8} {'set':16} {'exact':>6} {'- nn':>6} {'- logreg':>8}")
     for who in ("sft", "final"):
-        for name in EVAL:
+        for name in (n for n in scored if n in routers[str(seeds[0])][who]):
             exact = float(np.mean([routers[str(s)][who][name]["exact"] for s in seeds]))
             lead = [100 * (exact - mean[m][name]["exact"]) for m in ("nn", "logreg")]
             print(f"{who:8} {name:16} {exact:6.3f} {lead[0]:+6.1f} {lead[1]:+8.1f}")
