@@ -140,8 +140,9 @@ def flow_grpo(
 
     `retries`: after a stop, the steps not kept are run again from the kept weights, at
     `retry_lr_scale` times the learning rate (a new seed, a fresh optimizer, checked the
-    same way), up to `retries` times: a failed check says the step was too long for the
-    quality bound, not that the direction was wrong. The last record's `early_stop_kept`
+    same way), up to `retries` times: a check that fails on distance alone often means
+    a step too long for the quality bound, and a shorter one passes; a direction the
+    check rejects is rejected again. The last record's `early_stop_kept`
     counts the steps kept over all attempts, `retries_used` the attempts after the first."""
     missing = sorted(set(cfg.weights) - set(rewards))
     if missing:
@@ -159,10 +160,12 @@ def flow_grpo(
     )
     if stop is None:  # the loop writes the weights back into `model`
         return train_loop(model, cfg.run(run_dir), step, name="grpo").history
-    steps = cfg.train.steps or 1
+    steps = cfg.train.steps
     guard = LastPassed(model, stop, check_every, steps, backtrack=backtrack)
     history = train_loop(model, cfg.run(run_dir), step, name="grpo", stop=guard).history
     history = guard.restore(model, history)
+    if steps is None:  # no step count to run again
+        return history
     kept, attempt = guard.kept_at if guard.stopped else steps, 0
     while guard.stopped and attempt < retries and kept < steps:
         attempt += 1
