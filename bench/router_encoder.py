@@ -104,9 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     n_train = q.n_train or q.sft.steps * q.sft.batch_size
     levers = {lever: getattr(args, lever) for lever in LEVERS}
     kinds = {} if args.twin_kinds is None else {"twin_kinds": tuple(args.twin_kinds)}
-    repeats = (
-        None if args.repeat is None else {k: int(v) for k, v in (r.split("=") for r in args.repeat)}
-    )
+    repeats = None
+    if args.repeat is not None:
+        pairs = [r.partition("=") for r in args.repeat]
+        if any(not k or not v.isdigit() for k, _, v in pairs):
+            ap.error(f"--repeat takes INTENT=K with K a whole number, got {args.repeat}")
+        repeats = {k: int(v) for k, _, v in pairs}
     splits = demo_splits(seed=q.seed, n_train=n_train, n_val=q.n_val, n_heldout=q.n_heldout,
                          intent_repeats=repeats,
                          **{f"{lever}_prob": p for lever, p in levers.items()}, **kinds)  # fmt: skip
